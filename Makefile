@@ -1,0 +1,39 @@
+# The README's two commands -- `make reproduce` and `make test` -- and a few helpers.
+# Each installs missing Debian packages (scripts/setup), configures, builds and runs. This file only
+# wraps cmake/ctest; the build itself is described in CMakeLists.txt.
+JOBS ?= $(shell nproc)
+LADDER := build/bin/ladder
+
+.PHONY: all setup configure build test test-unit test-tsan reproduce golden clean
+
+all: build
+
+setup:
+	@scripts/setup
+
+configure: setup
+	@cmake --preset ci >/dev/null
+
+build: configure
+	@cmake --build build -j $(JOBS)
+
+# Every test: unit + golden + SIMT (three schedules) + nvcc compile (part of the build) + TSan pass.
+test: test-unit test-tsan
+	@echo "make test: all passed"
+
+test-unit: build
+	@cd build && ctest --output-on-failure -j $(JOBS)
+
+test-tsan: setup
+	@cmake --preset tsan >/dev/null
+	@cmake --build build-tsan -j $(JOBS)
+	@cd build-tsan && ctest --output-on-failure -j $(JOBS)
+
+reproduce: build
+	@$(LADDER) reproduce --out reproduce
+
+golden: build
+	@$(LADDER) golden --regenerate
+
+clean:
+	rm -rf build build-tsan build-asan

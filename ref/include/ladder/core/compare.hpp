@@ -1,0 +1,159 @@
+// ladder/core/compare.hpp -- the tolerance rule (DESIGN.md) and its report.
+//
+// A candidate is compared with the fp64 oracle:
+//   1. shapes must be equal;
+//   2. NaN, +inf and -inf must occur at exactly the same positions;
+//   3. on the finite positions, err = max |candidate - oracle| must satisfy
+//        err <= k * err_baseline + floor
+//      where err_baseline is the same error of the stage's same-precision baseline rung (what an
+//      honest textbook implementation at the candidate's precision achieves), k = 2 forward and 3
+//      backward, and floor = floor_ulps * eps(output dtype) * max|oracle| (a few ULPs at the output's
+//      scale, so an exact baseline does not demand an exact candidate).
+// The tolerance is never tuned per tensor: k, floor_ulps and the baseline are fixed per stage.
+// The report names the max abs and rel error with their index, NMSE, cosine difference and the
+// share of elements within tolerance. Integer outputs are compared exactly (compare_exact).
+#pragma once
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "ladder/core/tensor.hpp"
+
+namespace ladder {
+
+struct Tolerance {
+  double k = 2.0;           // 2 forward, 3 backward
+  double floor_ulps = 4.0;  // floor in ULPs of the output dtype at the output's scale
+  double eps = std::numeric_limits<float>::epsilon();  // eps of the output dtype
+};
+
+struct CompareReport {
+  bool pass = false;
+  std::string failure;  // empty when pass; else the first rule that failed
+  int64_t n = 0;
+  double max_abs_err = 0, max_rel_err = 0;
+  int64_t max_abs_index = -1, max_rel_index = -1;
+  double nmse = 0, cos_diff = 0, pct_within = 100;
+  double baseline_err = 0, floor = 0, tol = 0;
+
+  std::string text() const {
+    std::string s = pass ? "PASS" : "FAIL: " + failure;
+    s += fmt::format(
+        "\n  max abs err {:.3e} at [{}], max rel err {:.3e} at [{}]\n  NMSE {:.3e}, cosine diff {:.3e}, "
+        "{:.2f}% of {} elements within tolerance\n  tolerance {:.3e} = k * baseline err {:.3e} + floor {:.3e}",
+        max_abs_err, max_abs_index, max_rel_err, max_rel_index, nmse, cos_diff, pct_within, n, tol, baseline_err,
+        floor);
+    return s;
+  }
+};
+
+namespace detail {
+inline int special_kind(double v) {  // 0 finite, 1 NaN, 2 +inf, 3 -inf
+  if (std::isnan(v)) return 1;
+  if (std::isinf(v)) return v > 0 ? 2 : 3;
+  return 0;
+}
+// Max |b - oracle| over positions where the oracle is finite and b is finite.
+template <class B>
+double max_abs_err(const Array<double>& oracle, const Array<B>& b) {
+  double e = 0;
+  for (int64_t i = 0; i < oracle.size(); ++i) {
+    const double o = oracle.data[i], v = static_cast<double>(b.data[i]);
+    if (std::isfinite(o) && std::isfinite(v)) e = std::max(e, std::abs(v - o));
+  }
+  return e;
+}
+}  // namespace detail
+
+// Candidate C and baseline B at the candidate's precision vs the fp64 oracle.
+template <class C, class B>
+CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const Array<B>& baseline, Tolerance tol) {
+  CompareReport r;
+  r.n = oracle.size();
+  if (cand.shape != oracle.shape) {
+    r.failure = "shape " + shape_str(cand.shape) + " where the oracle has " + shape_str(oracle.shape);
+    r.pct_within = 0;
+    return r;
+  }
+  require(baseline.shape == oracle.shape, "compare: baseline shape {} differs from oracle shape {}",
+          shape_str(baseline.shape), shape_str(oracle.shape));
+
+  double scale = 0;
+  for (double o : oracle.data)
+    if (std::isfinite(o)) scale = std::max(scale, std::abs(o));
+  r.baseline_err = detail::max_abs_err(oracle, baseline);
+  r.floor = tol.floor_ulps * tol.eps * scale;
+  r.tol = tol.k * r.baseline_err + r.floor;
+
+  double num = 0, den = 0, dot = 0, cc = 0;
+  int64_t within = 0, first_special = -1;
+  for (int64_t i = 0; i < r.n; ++i) {
+    const double o = oracle.data[i], c = static_cast<double>(cand.data[i]);
+    const int ko = detail::special_kind(o), kc = detail::special_kind(c);
+    if (ko != kc) {
+      if (first_special < 0) first_special = i;
+      continue;
+    }
+    if (ko != 0) {
+      ++within;
+      continue;
+    }
+    const double e = std::abs(c - o);
+    if (e > r.max_abs_err || r.max_abs_index < 0) r.max_abs_err = e, r.max_abs_index = i;
+    if (std::abs(o) > r.floor) {
+      const double rel = e / std::abs(o);
+      if (rel > r.max_rel_err || r.max_rel_index < 0) r.max_rel_err = rel, r.max_rel_index = i;
+    }
+    if (e <= r.tol) ++within;
+    num += e * e;
+    den += o * o;
+    dot += c * o;
+    cc += c * c;
+  }
+  r.nmse = den > 0 ? num / den : num;
+  r.cos_diff = (den > 0 && cc > 0) ? 1.0 - dot / std::sqrt(den * cc) : (num > 0 ? 1.0 : 0.0);
+  r.pct_within = r.n ? 100.0 * static_cast<double>(within) / static_cast<double>(r.n) : 100.0;
+  if (first_special >= 0) {
+    r.failure = fmt::format("NaN/inf position mismatch at [{}]: candidate {} where the oracle has {}", first_special,
+                            static_cast<double>(cand.data[first_special]), oracle.data[first_special]);
+  } else if (r.max_abs_err > r.tol) {
+    r.failure = fmt::format("max abs err {:.3e} at [{}] exceeds tolerance {:.3e}", r.max_abs_err, r.max_abs_index,
+                            r.tol);
+  }
+  r.pass = r.failure.empty();
+  return r;
+}
+
+struct ExactReport {
+  bool pass = false;
+  std::string failure;
+  int64_t mismatches = 0, first_mismatch = -1;
+  std::string text() const {
+    return pass ? "PASS (exact)" : fmt::format("FAIL: {} ({} mismatching elements)", failure, mismatches);
+  }
+};
+
+// Integer outputs (routing, EPLB maps, group sizes, schedules): exact equality.
+template <class T>
+ExactReport compare_exact(const Array<T>& expected, const Array<T>& cand) {
+  ExactReport r;
+  if (cand.shape != expected.shape) {
+    r.failure = "shape " + shape_str(cand.shape) + " where " + shape_str(expected.shape) + " is expected";
+    return r;
+  }
+  for (int64_t i = 0; i < expected.size(); ++i)
+    if (expected.data[i] != cand.data[i]) {
+      if (r.first_mismatch < 0) r.first_mismatch = i;
+      ++r.mismatches;
+    }
+  if (r.mismatches)
+    r.failure = fmt::format("element [{}] is {} where {} is expected", r.first_mismatch, cand.data[r.first_mismatch],
+                            expected.data[r.first_mismatch]);
+  r.pass = r.failure.empty();
+  return r;
+}
+
+}  // namespace ladder

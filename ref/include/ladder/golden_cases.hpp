@@ -1,0 +1,19 @@
+// ladder/golden_cases.hpp -- each stage's golden-case generator (defined in ref/src/<stage>_golden.cpp).
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ladder/core/tensor.hpp"
+
+namespace ladder::softmax {
+std::vector<std::string> golden_case_names();
+// The case's input as the kernels see it (float32), from the case's fixed seed.
+Array<float> golden_case_input(const std::string& name);
+void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool full);
+}  // namespace ladder::softmax
+
+namespace ladder::eplb {
+std::vector<std::string> golden_case_names();
+void write_golden_case(const std::string& name, const std::filesystem::path& dir);
+}  // namespace ladder::eplb

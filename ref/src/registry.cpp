@@ -1,0 +1,14 @@
+// ref/src/registry.cpp -- every stage's reference rungs, in ladder order.
+#include "ladder/core/registry.hpp"
+
+namespace ladder {
+
+void register_softmax(Registry& r);  // ref/src/softmax_registry.cpp
+void register_eplb(Registry& r);     // ref/src/eplb_registry.cpp
+
+void register_ref_rungs(Registry& r) {
+  register_softmax(r);
+  register_eplb(r);
+}
+
+}  // namespace ladder

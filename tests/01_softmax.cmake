@@ -1,0 +1,2 @@
+ladder_add_test(test_core SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_core.cpp LIBS ladder_core)
+ladder_add_test(test_01_softmax SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_01_softmax.cpp LIBS ladder_cuda ladder_core)

@@ -1,0 +1,35 @@
+// tests/golden_util.hpp -- helpers the stage tests share: golden folders, temp dirs, thread counts.
+#pragma once
+#include <omp.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+
+namespace ladder::test {
+
+inline std::filesystem::path golden_dir(const std::string& stage) {
+  return std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "golden" / stage;
+}
+
+// A fresh temporary folder, removed when the object goes out of scope.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() / ("ladder-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+// Runs f with the OpenMP thread count set to n, restoring it afterwards.
+template <class F>
+void with_threads(int n, F&& f) {
+  const int old = omp_get_max_threads();
+  omp_set_num_threads(n);
+  f();
+  omp_set_num_threads(old);
+}
+
+}  // namespace ladder::test

@@ -1,0 +1,208 @@
+// tests/test_01_softmax.cpp -- stage 01 references: every rung vs the fp64 oracle and each other,
+// on every golden case (recomputed: drift fails), the defined special rows, costs and errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "golden_util.hpp"
+#include "ladder/core/compare.hpp"
+#include "ladder/core/golden.hpp"
+#include "ladder/core/npy.hpp"
+#include "ladder/core/registry.hpp"
+#include "ladder/core/rng.hpp"
+#include "ladder/golden_cases.hpp"
+#include "ladder/softmax.hpp"
+
+using namespace ladder;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kStage = "01-softmax";
+Coverage coverage;
+
+Array<float> run32(const Rung& r, const Array<float>& x) {
+  coverage.mark(r);
+  Array<float> y(x.shape);
+  r.fn<softmax::RowsFns>().f32(x.data.data(), y.data.data(), x.rows(), x.cols());
+  return y;
+}
+Array<double> run64(const Rung& r, const Array<double>& x) {
+  Array<double> y(x.shape);
+  r.fn<softmax::RowsFns>().f64(x.data.data(), y.data.data(), x.rows(), x.cols());
+  return y;
+}
+bool all_nan(const Array<float>& a) {
+  for (float v : a.data)
+    if (!std::isnan(v)) return false;
+  return true;
+}
+bool has_nonfinite_where_oracle_finite(const Array<float>& c, const Array<double>& o) {
+  for (int64_t i = 0; i < o.size(); ++i)
+    if (std::isfinite(o.data[i]) && !std::isfinite(c.data[i])) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("every reference rung vs the fp64 oracle on every golden case (float32 and float64)") {
+  const auto rungs = registry().stage(kStage, "ref");
+  REQUIRE(rungs.size() == 3);
+  for (const std::string& name : softmax::golden_case_names()) {
+    const fs::path dir = test::golden_dir(kStage) / name;
+    const nlohmann::json j = read_json(dir / "case.json");
+    if (j["stored"] != "full") continue;  // the sampled case is tested below
+    CAPTURE(name);
+    const Array<float> x = load_npy<float>(dir / "x.npy");
+    const Array<double> oracle = load_npy<double>(dir / "y.npy");
+    const Array<float> baseline = softmax::apply(&softmax::safe_rows<float>, x);
+    for (const Rung* r : rungs) {
+      CAPTURE(r->key());
+      const Array<float> y32 = run32(*r, x);
+      const Array<double> y64 = run64(*r, x.cast<double>());
+      if (r->id == "naive" && j["naive_float32"] != "ok") {
+        // The lesson of the naive rung: non-finite output where the true softmax is finite.
+        CHECK(has_nonfinite_where_oracle_finite(y32, oracle));
+        continue;
+      }
+      const CompareReport rep = compare(oracle, y32, baseline, Tolerance{2, 4, 0x1p-23});
+      CHECK_MESSAGE(rep.pass, rep.text());
+      // float64 rungs: the same rule at double precision, the naive float64 rung as the baseline
+      // (DESIGN.md's same-precision naive rung); where naive overflows even in double, floor only.
+      const bool naive_ok = j["naive_float32"] == "ok";
+      const Array<double> base64 = naive_ok ? softmax::apply(&softmax::naive_rows<double>, x.cast<double>()) : oracle;
+      const CompareReport rep64 = compare(oracle, y64, base64, Tolerance{2, 4, 0x1p-52});
+      CHECK_MESSAGE(rep64.pass, rep64.text());
+    }
+  }
+}
+
+TEST_CASE("goldens: every case regenerated from its seed equals the committed files (drift fails)") {
+  test::TempDir tmp;
+  const auto names = softmax::golden_case_names();
+  CHECK(names.size() == 9);
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    const fs::path ref = test::golden_dir(kStage) / name, out = tmp.path / name;
+    softmax::write_golden_case(name, out, false);
+    nlohmann::json a = read_json(ref / "case.json"), b = read_json(out / "case.json");
+    CHECK(a == b);
+    for (const std::string f : a["files"]) {
+      CAPTURE(f);
+      const NpyData x = read_npy(ref / f), y = read_npy(out / f);
+      CHECK(x.shape == y.shape);
+      CHECK(x.dtype == y.dtype);
+      CHECK(x.bytes == y.bytes);  // bit-identical: our RNG and the fp64 oracle are deterministic
+    }
+  }
+}
+
+TEST_CASE("the 2^20 case: input from the seed matches the committed sum; rungs match the sampled oracle") {
+  const fs::path dir = test::golden_dir(kStage) / "len_1048576";
+  const nlohmann::json j = read_json(dir / "case.json");
+  const Array<float> x = softmax::golden_case_input("len_1048576");
+  double sum = 0;
+  for (float v : x.data) sum += v;
+  CHECK(sum == j["x_sum"].get<double>());
+  const Array<int64_t> idx = load_npy<int64_t>(dir / "sample_index.npy");
+  const Array<double> ys = load_npy<double>(dir / "y_sample.npy");
+  const Array<float> base = softmax::apply(&softmax::safe_rows<float>, x);
+  for (const Rung* r : registry().stage(kStage, "ref")) {
+    CAPTURE(r->key());
+    const Array<float> y = run32(*r, x);
+    Array<float> cs(ys.shape), bs(ys.shape);
+    for (int64_t i = 0; i < idx.size(); ++i) cs.data[i] = y.data[idx.data[i]], bs.data[i] = base.data[idx.data[i]];
+    const CompareReport rep = compare(ys, cs, bs, Tolerance{2, 4, 0x1p-23});
+    CHECK_MESSAGE(rep.pass, rep.text());
+  }
+}
+
+TEST_CASE("the overflow row [10000..10003]: naive gives NaN everywhere, safe and online match the oracle") {
+  const Array<float> x = softmax::golden_case_input("overflow");
+  REQUIRE(x.data == std::vector<float>{10000.f, 10001.f, 10002.f, 10003.f});
+  CHECK(all_nan(softmax::apply(&softmax::naive_rows<float>, x)));  // exp(10000) = inf; inf / inf = NaN
+  const Array<double> o = softmax::apply(&softmax::safe_rows<double>, x.cast<double>());
+  const double e = std::exp(1.0);
+  const double d = 1 + e + e * e + e * e * e;  // exact softmax of [0, 1, 2, 3]
+  CHECK(o.data[0] == doctest::Approx(1 / d).epsilon(1e-15));
+  CHECK(o.data[3] == doctest::Approx(e * e * e / d).epsilon(1e-15));
+  for (auto fn : {&softmax::safe_rows<float>, &softmax::online_rows<float>}) {
+    const Array<float> y = softmax::apply(fn, x);
+    CHECK(compare(o, y, softmax::apply(&softmax::safe_rows<float>, x), Tolerance{}).pass);
+  }
+}
+
+TEST_CASE("an all -inf row is defined as zeros (safe, online); naive computes 0/0 = NaN") {
+  const Array<float> x = softmax::golden_case_input("all_neg_inf");
+  for (auto fn : {&softmax::safe_rows<float>, &softmax::online_rows<float>}) {
+    const Array<float> y = softmax::apply(fn, x);
+    for (int64_t j = 0; j < x.cols(); ++j) CHECK(y.data[j] == 0.0f);
+    double s = 0;
+    for (int64_t j = 0; j < x.cols(); ++j) s += y.data[x.cols() + j];
+    CHECK(s == doctest::Approx(1.0).epsilon(1e-6));
+  }
+  const Array<float> n = softmax::apply(&softmax::naive_rows<float>, x);
+  for (int64_t j = 0; j < x.cols(); ++j) CHECK(std::isnan(n.data[j]));
+}
+
+TEST_CASE("-inf entries get probability exactly 0 in every rung") {
+  const Array<float> x = softmax::golden_case_input("neg_inf");
+  for (const Rung* r : registry().stage(kStage, "ref")) {
+    const Array<float> y = run32(*r, x);
+    for (int64_t i = 0; i < x.size(); ++i)
+      if (std::isinf(x.data[i])) CHECK(y.data[i] == 0.0f);
+    CHECK(y.data[2 * x.cols() + 17] == 1.0f);  // row 2's only finite entry takes all the mass
+  }
+}
+
+TEST_CASE("results do not depend on the OpenMP thread count") {
+  Array<float> x({64, 1000});
+  Rng rng(3);
+  for (auto& v : x.data) v = static_cast<float>(rng.normal());
+  for (const Rung* r : registry().stage(kStage, "ref")) {
+    Array<float> a, b;
+    test::with_threads(1, [&] { a = run32(*r, x); });
+    test::with_threads(2, [&] { b = run32(*r, x); });
+    CHECK(a.data == b.data);
+  }
+}
+
+TEST_CASE("online's recurrence is caught when broken (a rung without the rescale fails the rule)") {
+  // Dropping e^{m_{j-1} - m_j} is the classic online-softmax bug; the comparator must reject it.
+  auto broken = [](const float* x, float* y, int64_t V) {
+    float m = -INFINITY, d = 0;
+    for (int64_t j = 0; j < V; ++j) {
+      if (x[j] > m) d = d + 1, m = x[j];  // BUG: d not rescaled by e^{m_old - m_new}
+      else d += std::exp(x[j] - m);
+    }
+    for (int64_t i = 0; i < V; ++i) y[i] = std::exp(x[i] - m) / d;
+  };
+  const Array<float> x = load_npy<float>(test::golden_dir(kStage) / "len_97" / "x.npy");
+  const Array<double> o = load_npy<double>(test::golden_dir(kStage) / "len_97" / "y.npy");
+  Array<float> y(x.shape);
+  for (int64_t r = 0; r < x.rows(); ++r) broken(&x.data[r * x.cols()], &y.data[r * x.cols()], x.cols());
+  CHECK_FALSE(compare(o, y, softmax::apply(&softmax::safe_rows<float>, x), Tolerance{}).pass);
+}
+
+TEST_CASE("cost: memory accesses per element 3 / 4 / 3 and bytes as a formula of the shape") {
+  const Shape s{3, 5};
+  const auto& reg = registry();
+  CHECK(softmax::accesses_per_element(reg.find(kStage, "ref", "naive").cost(s), s) == 3);
+  CHECK(softmax::accesses_per_element(reg.find(kStage, "ref", "safe").cost(s), s) == 4);
+  CHECK(softmax::accesses_per_element(reg.find(kStage, "ref", "online").cost(s), s) == 3);
+  const Cost c = reg.find(kStage, "ref", "safe").cost(s);
+  CHECK(c.bytes_read == 3 * 15 * 4);
+  CHECK(c.bytes_written == 15 * 4);
+  CHECK(c.extra_bytes == 0);
+  CHECK_THROWS_AS(reg.find(kStage, "ref", "safe").cost(Shape{15}), Error);
+}
+
+TEST_CASE("bad input raises ladder::Error naming the parameter") {
+  std::vector<float> x(4), y(4);
+  CHECK_THROWS_WITH_AS(softmax::online_rows<float>(x.data(), y.data(), 2, 0), doctest::Contains("cols = 0"), Error);
+  CHECK_THROWS_WITH_AS(softmax::safe_rows<float>(x.data(), y.data(), -1, 2), doctest::Contains("rows = -1"), Error);
+  CHECK_THROWS_WITH_AS(softmax::naive_rows<float>(nullptr, y.data(), 2, 2), doctest::Contains("null"), Error);
+}
+
+TEST_CASE("every registered reference rung of stage 01 was exercised") {
+  CHECK(coverage.missing(registry(), kStage, "ref").empty());
+}

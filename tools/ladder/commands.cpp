@@ -1,0 +1,112 @@
+// tools/ladder/commands.cpp -- list, golden and reproduce.
+#include "commands.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "cli.hpp"
+#include "ladder/core/golden.hpp"
+#include "ladder/core/registry.hpp"
+
+namespace ladder::cli {
+namespace fs = std::filesystem;
+
+void add_list_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("list", "print the registry: every rung of every stage");
+  auto stage = std::make_shared<std::string>();
+  cmd->add_option("stage", *stage, "only this stage (e.g. 01-softmax)");
+  cmd->callback([stage] {
+    const Registry& reg = registry();
+    if (!stage->empty()) require(!reg.stage(*stage).empty(), "list: no stage '{}'", *stage);
+    size_t wid = 2, wname = 4;
+    for (const Rung& r : reg.all()) wid = std::max(wid, r.id.size()), wname = std::max(wname, r.name.size());
+    fmt::print("{:<12} {:<8} {:<{}} {:<{}}  {}\n", "stage", "backend", "id", wid, "name", wname, "one-line doc");
+    for (const Rung& r : reg.all()) {
+      if (!stage->empty() && r.stage != *stage) continue;
+      fmt::print("{:<12} {:<8} {:<{}} {:<{}}  {}\n", r.stage, r.backend, r.id, wid, r.name, wname, r.doc);
+      fmt::print("{:<12} {:<8} {:<{}} {:<{}}  cost: {}\n", "", "", "", wid, "", wname, r.cost_doc);
+    }
+  });
+}
+
+void add_golden_command(CLI::App& app) {
+  struct Opts {
+    std::string stage, case_name, out;
+    std::string root = std::string(LADDER_SOURCE_DIR) + "/data/golden";
+    bool regenerate = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("golden", "write golden cases (inputs + expected outputs as .npy, case.json)");
+  cmd->add_option("stage", o->stage, "stage, e.g. 01-softmax");
+  cmd->add_option("--case", o->case_name, "case name (see `ladder golden STAGE`)");
+  cmd->add_option("--out", o->out, "folder to write the case into");
+  cmd->add_flag("--regenerate", o->regenerate, "rewrite every committed case under --root");
+  cmd->add_option("--root", o->root, "golden root for --regenerate")->capture_default_str();
+  cmd->callback([o] {
+    if (o->regenerate) {
+      require(o->case_name.empty() && o->out.empty(), "golden: --regenerate takes no --case or --out");
+      for (const GoldenStage& s : golden_stages()) {
+        if (!o->stage.empty() && s.stage != o->stage) continue;
+        for (const std::string& c : s.case_names()) {
+          const fs::path dir = fs::path(o->root) / s.stage / c;
+          fs::remove_all(dir);
+          s.write_case(c, dir, false);
+          fmt::print("wrote {}\n", (fs::path(s.stage) / c).string());
+        }
+      }
+      return;
+    }
+    require(!o->stage.empty(), "golden: a STAGE (or --regenerate) is required");
+    const GoldenStage& s = golden_stage(o->stage);
+    const auto names = s.case_names();
+    if (o->case_name.empty()) {
+      require(o->out.empty(), "golden: --out needs --case");
+      for (const auto& n : names) fmt::print("{}\n", n);
+      return;
+    }
+    require(std::find(names.begin(), names.end(), o->case_name) != names.end(),
+            "golden: --case '{}' is not a case of {} (see `ladder golden {}`)", o->case_name, o->stage, o->stage);
+    require(!o->out.empty(), "golden: --out DIR is required with --case");
+    s.write_case(o->case_name, o->out, true);
+    fmt::print("wrote {} case {} to {}\n", o->stage, o->case_name, o->out);
+  });
+}
+
+void add_reproduce_command(CLI::App& app) {
+  struct Opts {
+    std::string stage, out = "reproduce";
+    bool quick = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("reproduce", "the papers' numbers beside ours; writes a Markdown report");
+  cmd->add_option("stage", o->stage, "one stage (default: all)");
+  cmd->add_option("--out", o->out, "output folder for the report and plots")->capture_default_str();
+  cmd->add_flag("--quick", o->quick, "smaller measured sizes (seconds instead of minutes)");
+  cmd->callback([o] {
+    const std::vector<std::pair<std::string, std::string (*)(const ReproduceContext&)>> sections = {
+        {"01-softmax", &reproduce_01_softmax},
+    };
+    std::string known;
+    for (const auto& [n, f] : sections) known += (known.empty() ? "" : ", ") + n;
+    bool found = o->stage.empty();
+    for (const auto& [n, f] : sections) found = found || n == o->stage;
+    require(found, "reproduce: no stage '{}' (stages: {})", o->stage, known);
+    fs::create_directories(o->out);
+    ReproduceContext ctx{o->out, o->quick};
+    std::string md = "# ladder reproduce\n\n";
+    for (const auto& [name, fn] : sections) {
+      if (!o->stage.empty() && name != o->stage) continue;
+      fmt::print("== {} ==\n", name);
+      md += fn(ctx) + "\n";
+      fmt::print("\n");
+    }
+    const fs::path report = fs::path(o->out) / (o->stage.empty() ? "REPORT.md" : o->stage + ".md");
+    std::ofstream(report) << md;
+    fmt::print("report: {}\n", report.string());
+  });
+}
+
+}  // namespace ladder::cli

@@ -1,0 +1,12 @@
+// tools/ladder/commands.hpp -- the generic subcommands (list, golden, check, reproduce).
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace ladder::cli {
+
+void add_list_command(CLI::App& app);
+void add_golden_command(CLI::App& app);
+void add_check_command(CLI::App& app, int& exit_code);  // exit_code: 0 pass, 1 fail
+void add_reproduce_command(CLI::App& app);
+
+}  // namespace ladder::cli

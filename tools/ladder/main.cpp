@@ -1,0 +1,44 @@
+// tools/ladder/main.cpp -- the `ladder` CLI.
+//
+//   ladder list [STAGE]                              the registry
+//   ladder golden --regenerate [STAGE]               rewrite data/golden from the fp64 references
+//   ladder golden STAGE [--case NAME --out DIR]      list a stage's cases / write one case whole
+//   ladder check STAGE CASE_DIR CANDIDATE.npy        tolerance rule; exit 0 pass, 1 fail, 2 bad input
+//   ladder reproduce [STAGE] [--out DIR]             papers' numbers beside ours; Markdown report
+//   ladder eplb --weights FILE ...                   stage 05 placement
+// Bad input (ladder::Error, a parse error) prints one line on stderr and exits 2.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "ladder/core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ladder: reference implementation and test oracle for LLM-inference kernels"};
+  app.require_subcommand(1);
+  int rc = 0;
+  ladder::cli::add_list_command(app);
+  ladder::cli::add_golden_command(app);
+  ladder::cli::add_check_command(app, rc);
+  ladder::cli::add_reproduce_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ladder: error: %s (see ladder --help)\n", e.what());
+    return 2;
+  } catch (const ladder::Error& e) {
+    std::fprintf(stderr, "ladder: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ladder: error: %s\n", e.what());
+    return 2;
+  }
+  return rc;
+}
