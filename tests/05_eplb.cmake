@@ -1,0 +1,7 @@
+# Stage 05 (EPLB): README and seed examples exact, invariants on random and tie-heavy inputs,
+# preconditions, thread-count independence, goldens (drift fails).
+ladder_add_test(test_05_eplb
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_05_eplb.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_05_eplb_invariants.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_05_eplb_golden.cpp
+  LIBS ladder_core)
