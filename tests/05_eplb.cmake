@@ -5,3 +5,5 @@ ladder_add_test(test_05_eplb
           ${CMAKE_CURRENT_SOURCE_DIR}/test_05_eplb_invariants.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/test_05_eplb_golden.cpp
   LIBS ladder_core)
+# The CLI pieces (ladder eplb, ladder reproduce 05-eplb) through their entry points.
+ladder_add_test(test_05_eplb_cli SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_05_eplb_cli.cpp LIBS ladder_cli)

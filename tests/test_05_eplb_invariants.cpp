@@ -179,17 +179,26 @@ TEST_CASE("the invariant checker reports corrupted placements") {
 }
 
 TEST_CASE("results do not depend on the OpenMP thread count") {
+  // Shapes big enough that the packing and replication loops do run in parallel (detail::kParallelWork).
   Rng rng(58);
-  const Mat<double> w = zipf_loads(rng, 58, 256, 4096 * 8, 1.0);
-  Placement one, four;
-  test::with_threads(1, [&] { one = rebalance_experts(w, 288, 8, 4, 32); });
-  test::with_threads(4, [&] { four = rebalance_experts(w, 288, 8, 4, 32); });
-  CHECK(one.phy2log == four.phy2log);
-  CHECK(one.log2phy.data == four.log2phy.data);
+  const Mat<double> w = zipf_loads(rng, 128, 256, 4096 * 8, 1.0);
+  REQUIRE(128.0 * 288 * 144 >= detail::kParallelWork);  // global packing: rows x items x packs
   Placement g1, g4;
   test::with_threads(1, [&] { g1 = rebalance_experts(w, 288, 8, 18, 144); });
   test::with_threads(4, [&] { g4 = rebalance_experts(w, 288, 8, 18, 144); });
   CHECK(g1.phy2log == g4.phy2log);
+  CHECK(g1.log2phy.data == g4.log2phy.data);
+  Placement h1, h4;
+  test::with_threads(1, [&] { h1 = rebalance_experts(w, 288, 8, 4, 32); });
+  test::with_threads(3, [&] { h4 = rebalance_experts(w, 288, 8, 4, 32); });
+  CHECK(h1.phy2log == h4.phy2log);
+  const Mat<double> wide = zipf_loads(rng, 32, 512, 512 * 64, 0.8);
+  REQUIRE(32.0 * (800 - 512) * 512 >= detail::kParallelWork);  // replicate: rows x extra slots x experts
+  Replication r1, r4;
+  test::with_threads(1, [&] { r1 = replicate_experts(wide, 800); });
+  test::with_threads(4, [&] { r4 = replicate_experts(wide, 800); });
+  CHECK(r1.phy2log == r4.phy2log);
+  CHECK(r1.rank == r4.rank);
 }
 
 TEST_CASE("EPLB improves the balance of a skewed load (V3 prefill layout)") {

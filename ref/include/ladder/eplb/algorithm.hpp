@@ -94,6 +94,12 @@ std::vector<Index> descending_order(const T* row, Index n) {
   return idx;
 }
 
+// Threads only pay when a call does milliseconds of work: at DeepSeek-V3 scale one rebalance is about
+// a millisecond in all, and a parallel region on a busy machine can cost more than that (a descheduled
+// thread stalls the barrier), so smaller calls run on one thread. Rows are independent either way, so
+// the result never depends on the thread count.
+inline constexpr double kParallelWork = 1 << 22;
+
 // Row-wise inverse of a permutation matrix (eplb.py's inverse(): inv[x, perm[x, i]] = i).
 inline IndexMat inverse_rows(const IndexMat& perm) {
   IndexMat inv(perm.rows(), perm.cols());
@@ -123,7 +129,9 @@ Packing balanced_packing(const Mat<T>& weight, Index num_packs) {
       for (Index i = 0; i < n; ++i) out.pack_index(x, i) = i, out.rank_in_pack(x, i) = 0;
     return out;
   }
-#pragma omp parallel for schedule(static)
+  const bool parallel = static_cast<double>(X) * static_cast<double>(n) * static_cast<double>(num_packs) >=
+                        detail::kParallelWork;
+#pragma omp parallel for schedule(static) if (parallel)
   for (Index x = 0; x < X; ++x) {  // rows are independent: any thread count gives the same result
     std::vector<T> pack_weight(static_cast<size_t>(num_packs), T(0));
     std::vector<Index> pack_items(static_cast<size_t>(num_packs), 0);
@@ -153,7 +161,9 @@ Replication replicate_experts(const Mat<T>& weight, Index num_phy) {
           num_log);
 
   Replication out{IndexMat(X, num_phy), IndexMat::Zero(X, num_phy), IndexMat::Ones(X, num_log)};
-#pragma omp parallel for schedule(static)
+  const bool parallel = static_cast<double>(X) * static_cast<double>(num_phy - num_log) *
+                            static_cast<double>(num_log) >= detail::kParallelWork;
+#pragma omp parallel for schedule(static) if (parallel)
   for (Index x = 0; x < X; ++x) {
     for (Index p = 0; p < num_log; ++p) out.phy2log(x, p) = p;
     for (Index p = num_log; p < num_phy; ++p) {
