@@ -132,7 +132,8 @@ TEST_CASE("every precondition raises ladder::Error naming the parameter, the val
          "rebalance_experts: num_replicas = 10 violates num_replicas % num_gpus == 0 (num_gpus = 4)");
   throws([&] { rebalance_experts(w, 8, 4, 2, 8); }, "num_replicas = 8 violates num_replicas >= num_log (num_log = 12)");
   throws([&] { rebalance_experts(w, 16, 4, 3, 8); }, "num_gpus = 8 violates num_gpus % num_nodes == 0 (num_nodes = 3)");
-  throws([&] { rebalance_experts(w, 16, 5, 1, 8); }, "num_log = 12 violates num_log % num_groups == 0 (num_groups = 5)");
+  throws([&] { rebalance_experts(w, 16, 5, 1, 8); },
+         "num_log = 12 violates num_log % num_groups == 0 (num_groups = 5)");
   throws([&] { rebalance_experts(w, 16, 0, 2, 8); }, "num_groups = 0 violates num_groups >= 1");
   throws([&] { rebalance_experts(w, 16, 4, 0, 8); }, "num_nodes = 0 violates num_nodes >= 1");
   throws([&] { rebalance_experts(w, 16, 4, 2, 0); }, "num_gpus = 0 violates num_gpus >= 1");
@@ -155,7 +156,8 @@ TEST_CASE("every precondition raises ladder::Error naming the parameter, the val
   throws([&] { replicate_experts(bad, 16); }, "weight(1, 3) = nan violates weight finite and >= 0");
   bad(1, 3) = std::numeric_limits<double>::infinity();
   throws([&] { balanced_packing(bad, 2); }, "weight(1, 3) = inf violates weight finite and >= 0");
-  throws([&] { rebalance_experts(Mat<double>(0, 12), 16, 4, 2, 8); }, "weight.rows (num_layers) = 0 violates num_layers >= 1");
+  throws([&] { rebalance_experts(Mat<double>(0, 12), 16, 4, 2, 8); },
+         "weight.rows (num_layers) = 0 violates num_layers >= 1");
   throws([&] { rebalance_experts(Mat<double>(2, 0), 16, 4, 2, 8); }, "weight.cols = 0 violates weight.cols >= 1");
 
   // Views, synthetic loads and the data-plane loops check their inputs too.

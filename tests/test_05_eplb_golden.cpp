@@ -51,7 +51,8 @@ TEST_CASE("every 05-eplb golden case regenerates exactly (drift fails)") {
     for (const auto& out : j.at("outputs")) {
       const std::string file = out.get<std::string>() + ".npy";
       CAPTURE(file);
-      const ExactReport r = compare_exact(load_npy<int64_t>(committed / file), load_npy<int64_t>(tmp.path / name / file));
+      const ExactReport r =
+          compare_exact(load_npy<int64_t>(committed / file), load_npy<int64_t>(tmp.path / name / file));
       CHECK_MESSAGE(r.pass, r.text());
     }
   }
@@ -96,7 +97,8 @@ TEST_CASE("registry: four ref rungs with docs and cost formulas") {
   CHECK(h.bytes_read == 8.0 * 58 * 256);
   CHECK(h.bytes_written == 8.0 * (2 * 58 * 288 + 58 * 256));
   CHECK(h.flops == 58.0 * 256 + 58 * 8 + 58.0 * 32 * 256 / 4 + 2.0 * 58 * 288);
-  CHECK(reg.find(kStage, "ref", "global").cost({58, 256, 288}) == reg.find(kStage, "ref", "hierarchical").cost({58, 256, 288, 1, 1}));
+  CHECK(reg.find(kStage, "ref", "global").cost({58, 256, 288}) ==
+        reg.find(kStage, "ref", "hierarchical").cost({58, 256, 288, 1, 1}));
   CHECK(reg.find(kStage, "ref", "replicate_experts").cost({2, 12, 16}).flops == 2.0 * 4 * 12);
   CHECK_THROWS_AS(reg.find(kStage, "ref", "hierarchical").cost({58, 256}), ladder::Error);
 }

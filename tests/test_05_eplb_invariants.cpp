@@ -64,7 +64,7 @@ double brute_force_minmax(const std::vector<double>& w, Index num_phy) {
     if (i == n - 1) {
       c[static_cast<size_t>(i)] = 1 + left;
       double mx = 0;
-      for (Index e = 0; e < n; ++e) mx = std::max(mx, w[static_cast<size_t>(e)] / static_cast<double>(c[static_cast<size_t>(e)]));
+      for (size_t e = 0; e < w.size(); ++e) mx = std::max(mx, w[e] / static_cast<double>(c[e]));
       best = std::min(best, mx);
       return;
     }

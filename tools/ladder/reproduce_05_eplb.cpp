@@ -55,10 +55,12 @@ std::string match_line(const std::string& what, const std::string& source, const
     for (Index j = 0; shape_ok && j < ours.cols(); ++j, ++n) {
       const double want = rows[static_cast<size_t>(i)][static_cast<size_t>(j)].get<double>();
       if (static_cast<double>(ours(i, j)) != want && diff++ == 0)
-        first = fmt::format(" (first at [{}, {}]: ours {}, {} {})", i, j, static_cast<double>(ours(i, j)), source, want);
+        first =
+            fmt::format(" (first at [{}, {}]: ours {}, {} {})", i, j, static_cast<double>(ours(i, j)), source, want);
     }
   }
-  if (!shape_ok) return fmt::format("{}: shape [{}, {}] differs from {}'s: MISMATCH", what, ours.rows(), ours.cols(), source);
+  if (!shape_ok)
+    return fmt::format("{}: shape [{}, {}] differs from {}'s: MISMATCH", what, ours.rows(), ours.cols(), source);
   if (diff == 0) return fmt::format("{}: exact match with {} ({} of {} entries)", what, source, n, n);
   return fmt::format("{}: DIFFERS from {} in {} of {} entries{}", what, source, diff, n, first);
 }
@@ -130,8 +132,9 @@ void v3_section(Report& r, const std::map<std::string, nlohmann::json>& paper, b
   const int reps = quick ? 5 : 21;
   const double target_ms = paper.at("v3_rebalance_time_target").get<double>();
   r.md += "### DeepSeek-V3 scale\n\n";
-  r.line(fmt::format("DeepSeek-V3 scale: {} MoE layers x {} experts ({} groups) -> {} replicas; load = {} tokens x top-8 "
-                     "per layer, Zipf(s) expert popularity in a random order per layer (eplb::zipf_loads, seed 5)",
+  r.line(fmt::format("DeepSeek-V3 scale: {} MoE layers x {} experts ({} groups) -> {} replicas; load = {} tokens x "
+                     "top-8 per layer, Zipf(s) expert popularity in a random order per layer (eplb::zipf_loads, "
+                     "seed 5)",
                      L, n, groups, pre.at("replicas").get<Index>(), tokens));
   r.md += "| layout | policy | Zipf s | imbalance before | after | lower bound | node imbalance after | "
           "median rebalance ms |\n|---|---|---|---|---|---|---|---|\n";
