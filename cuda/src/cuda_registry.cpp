@@ -3,8 +3,8 @@
 
 namespace ladder::cuda {
 
-void register_cuda_rungs(Registry& r) {
-  (void)r;  // stage 01's kernels register here once cuda/src/01_softmax.cu lands
-}
+void register_softmax_cuda(Registry& r);  // cuda/src/01_softmax_registry.cpp
+
+void register_cuda_rungs(Registry& r) { register_softmax_cuda(r); }
 
 }  // namespace ladder::cuda

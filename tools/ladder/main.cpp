@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   ladder::cli::add_golden_command(app);
   ladder::cli::add_check_command(app, rc);
   ladder::cli::add_reproduce_command(app);
+  ladder::cli::add_eplb_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -50,6 +50,7 @@ void naive_row(const T* x, T* y, int64_t V) {
 // safe (notes Alg. 2): m_V = max_k x_k; d_V = sum_j e^{x_j - m_V}; y_i = e^{x_i - m_V} / d_V.
 template <class T>
 void safe_row(const T* x, T* y, int64_t V) {
+  // lab:todo(safe_row) notes Alg. 2: a max pass, a sum-of-exp pass, a normalise pass; an all -inf row gives zeros.
   T m = -std::numeric_limits<T>::infinity();
   for (int64_t k = 0; k < V; ++k) m = std::max(m, x[k]);  // Alg. 2 lines 1-4
   if (m == -std::numeric_limits<T>::infinity()) {         // all -inf: defined as zeros (see header)
@@ -59,6 +60,7 @@ void safe_row(const T* x, T* y, int64_t V) {
   T d = 0;
   for (int64_t j = 0; j < V; ++j) d += std::exp(x[j] - m);         // Alg. 2 lines 5-8
   for (int64_t i = 0; i < V; ++i) y[i] = std::exp(x[i] - m) / d;  // Alg. 2 lines 9-11
+  // lab:end
 }
 
 // online (notes Alg. 3): one pass computes both
@@ -71,6 +73,7 @@ void safe_row(const T* x, T* y, int64_t V) {
 // entry so far is -inf, m stays -inf and d stays 0.
 template <class T>
 void online_row(const T* x, T* y, int64_t V) {
+  // lab:todo(online_row) notes Alg. 3: one pass for m and d with the online recurrence, then the normalise pass; -inf entries and all -inf rows as documented above.
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   T m = ninf, d = 0;
   for (int64_t j = 0; j < V; ++j) {  // Alg. 3 lines 1-5
@@ -86,6 +89,7 @@ void online_row(const T* x, T* y, int64_t V) {
     return;
   }
   for (int64_t i = 0; i < V; ++i) y[i] = std::exp(x[i] - m) / d;  // Alg. 3 lines 6-8
+  // lab:end
 }
 
 // ---- rows ----------------------------------------------------------------------------------

@@ -1,0 +1,18 @@
+# Notebooks: every notebooks/*.ipynb is executed cell by cell with clang-repl-19 (scripts/run-notebook);
+# they load build/lib/libladder.so, so they run only in the default build folder. A self-test proves the
+# runner fails on a compile error, on a failing check and on an invalid file.
+if(NOT LADDER_TSAN AND NOT LADDER_LAB AND CMAKE_BINARY_DIR STREQUAL "${LADDER_ROOT}/build")
+  find_program(LADDER_CLANG_REPL clang-repl-19)
+  if(LADDER_CLANG_REPL)
+    file(GLOB LADDER_NOTEBOOKS CONFIGURE_DEPENDS ${LADDER_ROOT}/notebooks/*.ipynb)
+    foreach(nb ${LADDER_NOTEBOOKS})
+      get_filename_component(name ${nb} NAME_WE)
+      add_test(NAME notebook.${name} COMMAND ${LADDER_ROOT}/scripts/run-notebook ${nb})
+      set_tests_properties(notebook.${name} PROPERTIES LABELS notebook)
+    endforeach()
+    add_test(NAME notebook.runner_selftest COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_run_notebook.py)
+    set_tests_properties(notebook.runner_selftest PROPERTIES LABELS notebook)
+  else()
+    message(WARNING "clang-repl-19 not found: notebooks are not executed (scripts/setup installs clang-19)")
+  endif()
+endif()

@@ -1,0 +1,110 @@
+// tests/test_01_softmax_cuda.cpp -- stage 01 CUDA rungs (run on the CPU through SIMT) vs the fp64
+// oracle under the tolerance rule, on every golden case and on awkward random shapes. CTest runs this
+// binary under SIMT_SCHEDULE=forward, reverse and random:1, and once more in the TSan build, so a
+// missing __syncthreads in cuda/src/01_softmax.cu fails at least one of them.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "golden_util.hpp"
+#include "ladder/core/compare.hpp"
+#include "ladder/core/golden.hpp"
+#include "ladder/core/npy.hpp"
+#include "ladder/core/registry.hpp"
+#include "ladder/core/rng.hpp"
+#include "ladder/cuda/softmax.hpp"
+#include "ladder/golden_cases.hpp"
+#include "ladder/softmax.hpp"
+
+using namespace ladder;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kStage = "01-softmax";
+Coverage coverage;
+
+Array<float> run(const Rung& r, const Array<float>& x) {
+  coverage.mark(r);
+  Array<float> y(x.shape, -7.0f);
+  r.fn<softmax::RowsFns>().f32(x.data.data(), y.data.data(), x.rows(), x.cols());
+  return y;
+}
+void check_against_oracle(const Rung& r, const Array<float>& x, const Array<double>& oracle) {
+  const Array<float> y = run(r, x);
+  const CompareReport rep = compare(oracle, y, softmax::apply(&softmax::safe_rows<float>, x), Tolerance{});
+  CHECK_MESSAGE(rep.pass, r.key() << ": " << rep.text());
+}
+}  // namespace
+
+TEST_CASE("the registry holds the four CUDA rungs") {
+  const auto rungs = registry().stage(kStage, "cuda");
+  REQUIRE(rungs.size() == 4);
+  CHECK(rungs[0]->id == "v1_naive");
+  CHECK(rungs[3]->id == "v4_online_warp");
+}
+
+TEST_CASE("every CUDA rung vs the fp64 oracle on every golden case") {
+  for (const std::string& name : softmax::golden_case_names()) {
+    CAPTURE(name);
+    const fs::path dir = test::golden_dir(kStage) / name;
+    const nlohmann::json j = read_json(dir / "case.json");
+    const bool sampled = j["stored"] == "sample";
+    const Array<float> x = sampled ? softmax::golden_case_input(name) : load_npy<float>(dir / "x.npy");
+    for (const Rung* r : registry().stage(kStage, "cuda")) {
+      CAPTURE(r->key());
+      if (r->id == "v1_naive" && j["naive_float32"] != "ok") {
+        const Array<float> y = run(*r, x);
+        bool nonfinite = false;
+        for (float v : y.data) nonfinite = nonfinite || !std::isfinite(v);
+        CHECK(nonfinite);  // the naive rung's lesson holds on the GPU too
+        continue;
+      }
+      if (!sampled) {
+        check_against_oracle(*r, x, load_npy<double>(dir / "y.npy"));
+        continue;
+      }
+      const Array<int64_t> idx = load_npy<int64_t>(dir / "sample_index.npy");
+      const Array<double> ys = load_npy<double>(dir / "y_sample.npy");
+      const Array<float> y = run(*r, x), base = softmax::apply(&softmax::safe_rows<float>, x);
+      Array<float> cs(ys.shape), bs(ys.shape);
+      for (int64_t i = 0; i < idx.size(); ++i) cs.data[i] = y.data[idx.data[i]], bs.data[i] = base.data[idx.data[i]];
+      const CompareReport rep = compare(ys, cs, bs, Tolerance{});
+      CHECK_MESSAGE(rep.pass, rep.text());
+    }
+  }
+}
+
+TEST_CASE("every CUDA rung on awkward shapes: cols in {1, 31, 32, 33, 97, 1023, 4097}") {
+  Rng rng(11);
+  for (int64_t rows : {1, 5, 9}) {
+    for (int64_t cols : {1, 31, 32, 33, 97, 1023, 4097}) {
+      CAPTURE(rows);
+      CAPTURE(cols);
+      Array<float> x({rows, cols});
+      for (int64_t r = 0; r < rows; ++r)  // rows of different scales and offsets (stale state shows; naive stays below exp overflow)
+        for (int64_t c = 0; c < cols; ++c)
+          x.data[r * cols + c] = static_cast<float>((1 + r) * 0.5 * rng.normal() + 2.0 * static_cast<double>(r));
+      const Array<double> oracle = softmax::apply(&softmax::safe_rows<double>, x.cast<double>());
+      for (const Rung* r : registry().stage(kStage, "cuda")) check_against_oracle(*r, x, oracle);
+    }
+  }
+}
+
+TEST_CASE("a wrong kernel result is caught: v3 applied to a row-shifted input fails the rule") {
+  const Array<float> x = load_npy<float>(test::golden_dir(kStage) / "len_97" / "x.npy");
+  const Array<double> oracle = load_npy<double>(test::golden_dir(kStage) / "len_97" / "y.npy");
+  Array<float> shifted = x;
+  std::rotate(shifted.data.begin(), shifted.data.begin() + 1, shifted.data.end());  // off-by-one column
+  const Array<float> y = run(registry().find(kStage, "cuda", "v3_online"), shifted);
+  CHECK_FALSE(compare(oracle, y, softmax::apply(&softmax::safe_rows<float>, x), Tolerance{}).pass);
+}
+
+TEST_CASE("bad shapes raise ladder::Error naming the parameter") {
+  CHECK_THROWS_WITH_AS(cuda::softmax::v2_safe(nullptr, nullptr, 2, 0), doctest::Contains("cols = 0"), Error);
+  CHECK_THROWS_WITH_AS(cuda::softmax::v3_online(nullptr, nullptr, -1, 4), doctest::Contains("rows = -1"), Error);
+  CHECK_THROWS_WITH_AS(cuda::softmax::v1_naive(nullptr, nullptr, 1, 4), doctest::Contains("null"), Error);
+}
+
+TEST_CASE("every registered CUDA rung of stage 01 was exercised") {
+  CHECK(coverage.missing(registry(), kStage, "cuda").empty());
+}
