@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 LADDER := build/bin/ladder
 
-.PHONY: all setup configure build test test-unit test-tsan reproduce golden clean
+.PHONY: all setup configure build test test-unit test-tsan test-labs lab reproduce golden clean
 
 all: build
 
@@ -17,8 +17,9 @@ configure: setup
 build: configure
 	@cmake --build build -j $(JOBS)
 
-# Every test: unit + golden + SIMT (three schedules) + nvcc compile (part of the build) + TSan pass.
-test: test-unit test-tsan
+# Every test: unit + golden + SIMT (three schedules) + nvcc compile (part of the build) + notebooks
+# (ctest label "notebook") + labs both ways + one TSan pass of the SIMT/CUDA tests.
+test: test-unit test-labs test-tsan
 	@echo "make test: all passed"
 
 test-unit: build
@@ -29,6 +30,15 @@ test-tsan: setup
 	@cmake --build build-tsan -j $(JOBS)
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS)
 
+# CI: every lab's untouched starter FAILS its tests, the reference solution PASSES them.
+test-labs: build
+	@scripts/lab check
+
+# A student's lab: make lab LAB=01-softmax
+lab: setup
+	@test -n "$(LAB)" || (echo "usage: make lab LAB=01-softmax" >&2; exit 2)
+	@scripts/lab build $(LAB)
+
 reproduce: build
 	@$(LADDER) reproduce --out reproduce
 
@@ -36,4 +46,4 @@ golden: build
 	@$(LADDER) golden --regenerate
 
 clean:
-	rm -rf build build-tsan build-asan
+	rm -rf build build-tsan build-asan build-lab

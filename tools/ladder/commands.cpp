@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,7 +25,11 @@ void add_list_command(CLI::App& app) {
     size_t wid = 2, wname = 4;
     for (const Rung& r : reg.all()) wid = std::max(wid, r.id.size()), wname = std::max(wname, r.name.size());
     fmt::print("{:<12} {:<8} {:<{}} {:<{}}  {}\n", "stage", "backend", "id", wid, "name", wname, "one-line doc");
-    for (const Rung& r : reg.all()) {
+    std::vector<const Rung*> rows;  // grouped by stage in ladder order, references before kernels
+    for (const Rung& r : reg.all()) rows.push_back(&r);
+    std::stable_sort(rows.begin(), rows.end(), [](const Rung* a, const Rung* b) { return a->stage < b->stage; });
+    for (const Rung* rp : rows) {
+      const Rung& r = *rp;
       if (!stage->empty() && r.stage != *stage) continue;
       fmt::print("{:<12} {:<8} {:<{}} {:<{}}  {}\n", r.stage, r.backend, r.id, wid, r.name, wname, r.doc);
       fmt::print("{:<12} {:<8} {:<{}} {:<{}}  cost: {}\n", "", "", "", wid, "", wname, r.cost_doc);
