@@ -13,6 +13,11 @@ Array<float> golden_case_input(const std::string& name);
 void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool full);
 }  // namespace ladder::softmax
 
+namespace ladder::attention {  // ref/src/attention_golden.cpp; inputs and oracle: ladder/attention/golden.hpp
+std::vector<std::string> golden_case_names();
+void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool full);
+}  // namespace ladder::attention
+
 namespace ladder::eplb {
 std::vector<std::string> golden_case_names();
 void write_golden_case(const std::string& name, const std::filesystem::path& dir);

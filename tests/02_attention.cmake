@@ -1,0 +1,7 @@
+# Stage 02 (attention): every rung vs the fp64 oracle on the goldens (drift fails), finite differences,
+# defined masked rows, deliberately broken candidates, thread-count independence, errors, costs.
+ladder_add_test(test_02_attention
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_02_attention.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_02_attention_numerics.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_02_attention_cost.cpp
+  LIBS ladder_cuda ladder_core)
