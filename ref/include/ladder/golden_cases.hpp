@@ -18,6 +18,11 @@ std::vector<std::string> golden_case_names();
 void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool full);
 }  // namespace ladder::attention
 
+namespace ladder::mla {  // ref/src/mla_golden.cpp; model, inputs, oracle and loaders: ladder/mla/golden.hpp
+std::vector<std::string> golden_case_names();
+void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool full);
+}  // namespace ladder::mla
+
 namespace ladder::eplb {
 std::vector<std::string> golden_case_names();
 void write_golden_case(const std::string& name, const std::filesystem::path& dir);

@@ -1,0 +1,101 @@
+// ladder/mla/gemm.hpp -- stage 03: the one matrix product every MLA rung uses, and its FLOP counter.
+//
+// Every projection, every score product and every weighted sum of the MLA rungs goes through gemm_nt
+// or gemm_nn, so (1) a rung's FLOPs can be counted as it runs -- each call adds M*N*K multiply-adds
+// from the operands' actual shapes, the way PyTorch's FlopCounterMode counts per op -- and a test
+// checks the count against the rung's Cost formula; (2) the parallel split is in one place: fixed
+// chunks of output columns, each a serial Eigen product over the whole K, so every output element is
+// summed in the same order whatever the thread count. Inside an OpenMP region (the rungs parallelise
+// over sequences and heads) the product runs serially.
+#pragma once
+#include <omp.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "ladder/core/error.hpp"
+#include "ladder/core/tensor.hpp"
+
+namespace ladder::mla {
+
+// Row-major matrix views (a block of a row-major matrix keeps inner stride 1).
+template <class T>
+using ConstRef = Eigen::Ref<const Mat<T>, 0, Eigen::OuterStride<>>;
+template <class T>
+using MutRef = Eigen::Ref<Mat<T>, 0, Eigen::OuterStride<>>;
+
+// Multiply-adds counted while a CountFlops is alive (FLOPs = 2 * macs, the notes' convention).
+struct FlopCount {
+  std::atomic<int64_t> macs{0};
+  double flops() const { return 2.0 * static_cast<double>(macs.load()); }
+};
+
+namespace detail {
+inline std::atomic<FlopCount*> active_count{nullptr};
+}
+
+// RAII: while alive, every gemm_nt / gemm_nn adds its M*N*K to `c` (one counter at a time).
+class CountFlops {
+ public:
+  explicit CountFlops(FlopCount& c) {
+    FlopCount* expected = nullptr;
+    require(detail::active_count.compare_exchange_strong(expected, &c),
+            "mla CountFlops: a counter is already active (counters do not nest)");
+  }
+  ~CountFlops() { detail::active_count = nullptr; }
+  CountFlops(const CountFlops&) = delete;
+  CountFlops& operator=(const CountFlops&) = delete;
+};
+
+inline void count_macs(int64_t m, int64_t n, int64_t k) {
+  if (FlopCount* c = detail::active_count.load(std::memory_order_relaxed)) c->macs += m * n * k;
+}
+
+namespace detail {
+inline constexpr int64_t kGemmChunk = 128;         // output columns per parallel task
+inline constexpr int64_t kGemmParallelMacs = 1 << 18;  // below this a product runs on one thread
+
+inline bool gemm_parallel(int64_t m, int64_t n, int64_t k) {
+  return !omp_in_parallel() && m * n * k >= kGemmParallelMacs && n > kGemmChunk;
+}
+}  // namespace detail
+
+// C = A B^T (+ C if accumulate). A [M, K]; B [N, K] (an nn.Linear weight or cache rows); C [M, N].
+template <class T>
+void gemm_nt(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accumulate = false) {
+  const int64_t M = A.rows(), N = B.rows(), K = A.cols();
+  require(B.cols() == K, "mla gemm_nt: B.cols = {} violates B.cols == A.cols = {}", B.cols(), K);
+  require(C.rows() == M && C.cols() == N, "mla gemm_nt: C is [{}, {}] where [{}, {}] is required", C.rows(),
+          C.cols(), M, N);
+  count_macs(M, N, K);
+  const int64_t chunks = (N + detail::kGemmChunk - 1) / detail::kGemmChunk;
+#pragma omp parallel for schedule(static) if (detail::gemm_parallel(M, N, K))
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t n0 = c * detail::kGemmChunk, nb = std::min(detail::kGemmChunk, N - n0);
+    if (accumulate)
+      C.middleCols(n0, nb).noalias() += A * B.middleRows(n0, nb).transpose();
+    else
+      C.middleCols(n0, nb).noalias() = A * B.middleRows(n0, nb).transpose();
+  }
+}
+
+// C = A B (+ C if accumulate). A [M, K]; B [K, N] row-major (e.g. attention weights times cache rows).
+template <class T>
+void gemm_nn(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accumulate = false) {
+  const int64_t M = A.rows(), N = B.cols(), K = A.cols();
+  require(B.rows() == K, "mla gemm_nn: B.rows = {} violates B.rows == A.cols = {}", B.rows(), K);
+  require(C.rows() == M && C.cols() == N, "mla gemm_nn: C is [{}, {}] where [{}, {}] is required", C.rows(),
+          C.cols(), M, N);
+  count_macs(M, N, K);
+  const int64_t chunks = (N + detail::kGemmChunk - 1) / detail::kGemmChunk;
+#pragma omp parallel for schedule(static) if (detail::gemm_parallel(M, N, K))
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t n0 = c * detail::kGemmChunk, nb = std::min(detail::kGemmChunk, N - n0);
+    if (accumulate)
+      C.middleCols(n0, nb).noalias() += A * B.middleCols(n0, nb);
+    else
+      C.middleCols(n0, nb).noalias() = A * B.middleCols(n0, nb);
+  }
+}
+
+}  // namespace ladder::mla

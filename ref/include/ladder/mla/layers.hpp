@@ -1,0 +1,110 @@
+// ladder/mla/layers.hpp -- stage 03: the model pieces around the attention: RMSNorm, RoPE, the query
+// path (c^Q, q^C, q^R) and the compressed cache row [c^KV | k^R] of a token.
+//
+// RoPE layout. We rotate the pairs (i, i + d/2) -- the "half-split" layout of rotate_half in HF LLaMA:
+//   x'_i       = x_i cos(p w_i) - x_{i+d/2} sin(p w_i)
+//   x'_{i+d/2} = x_{i+d/2} cos(p w_i) + x_i sin(p w_i),     w_i = theta^(-2i/d), i < d/2.
+// DeepSeek's checkpoints are trained with the interleaved layout, pairs (2i, 2i+1) at the same w_i;
+// its HF code de-interleaves q_pe and k_pe first (view(d/2, 2).transpose, facts file) and then uses
+// rotate_half. Both layouts give the same q.k: with P the permutation 2i -> i, 2i+1 -> i + d/2,
+// rope_half(P x) = P rope_interleaved(x), and P is orthogonal, so rope_half(Pq).rope_half(Pk) =
+// rope_interleaved(q).rope_interleaved(k). What matters is that q and k use the SAME layout
+// (tests/test_03_mla_model.cpp checks the identity and that mixing the layouts is caught).
+// The angle p w_i is formed in double and cos/sin rounded to T once, as a precomputed table would be:
+// in float, p w_i at p ~ 1e4 would already be off by ~1e-3 rad.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "ladder/mla/gemm.hpp"
+#include "ladder/mla/model.hpp"
+
+namespace ladder::mla {
+
+enum class RopeLayout { HalfSplit, Interleaved };
+
+// Rotates x[0, d) in place for position pos.
+template <class T>
+void rope_inplace(T* x, int64_t d, int64_t pos, double theta, RopeLayout layout = RopeLayout::HalfSplit) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+    const T c = static_cast<T>(std::cos(angle)), s = static_cast<T>(std::sin(angle));
+    const int64_t ia = layout == RopeLayout::HalfSplit ? i : 2 * i;
+    const int64_t ib = layout == RopeLayout::HalfSplit ? i + half : 2 * i + 1;
+    const T a = x[ia], b = x[ib];
+    x[ia] = a * c - b * s;
+    x[ib] = b * c + a * s;
+  }
+}
+
+// RMSNorm (Zhang & Sennrich 2019; DeepSeek's q_a_layernorm / kv_a_layernorm): y = g * x / sqrt(mean(x^2) + eps).
+template <class T>
+void rms_norm_inplace(T* x, const T* gain, int64_t n, double eps) {
+  T ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const T r = T(1) / std::sqrt(ss / static_cast<T>(n) + static_cast<T>(eps));
+  for (int64_t i = 0; i < n; ++i) x[i] = gain[i] * (x[i] * r);
+}
+
+template <class T>
+void check_hidden(const Weights<T>& W, const Mat<T>& h, const char* who) {
+  require(h.cols() == W.cfg.hidden, "mla {}: h.cols = {} violates h.cols == config.hidden = {}", who, h.cols(),
+          W.cfg.hidden);
+  require(h.rows() >= 1, "mla {}: h.rows (batch B) = {} violates B >= 1", who, h.rows());
+}
+
+// c^Q = RMSNorm(W_DQ h): [B, q_lora] from h [B, hidden].
+template <class T>
+Mat<T> query_latent(const Weights<T>& W, const Mat<T>& h) {
+  check_hidden(W, h, "query_latent");
+  Mat<T> cQ(h.rows(), W.cfg.q_lora_rank);
+  gemm_nt<T>(h, W.W_DQ, cQ);
+  for (int64_t b = 0; b < cQ.rows(); ++b) rms_norm_inplace(cQ.row(b).data(), W.q_norm.data(), cQ.cols(), W.cfg.rms_eps);
+  return cQ;
+}
+
+// q^C = W_UQ c^Q: [B, H * nope], head h in columns [h * nope, (h + 1) * nope).
+template <class T>
+Mat<T> query_nope(const Weights<T>& W, const Mat<T>& cQ) {
+  Mat<T> q(cQ.rows(), W.cfg.n_heads * W.cfg.qk_nope);
+  gemm_nt<T>(cQ, W.W_UQ, q);
+  return q;
+}
+
+// q^R = RoPE(W_QR c^Q) at q_pos[b]: [B, H * rope].
+template <class T>
+Mat<T> query_rope(const Weights<T>& W, const Mat<T>& cQ, const std::vector<int64_t>& q_pos,
+                  RopeLayout layout = RopeLayout::HalfSplit) {
+  const Config& c = W.cfg;
+  require(static_cast<int64_t>(q_pos.size()) == cQ.rows(), "mla query_rope: q_pos.size = {} violates == B = {}",
+          q_pos.size(), cQ.rows());
+  Mat<T> q(cQ.rows(), c.n_heads * c.qk_rope);
+  gemm_nt<T>(cQ, W.W_QR, q);
+  for (int64_t b = 0; b < q.rows(); ++b) {
+    require(q_pos[b] >= 0, "mla query_rope: q_pos[{}] = {} violates q_pos >= 0", b, q_pos[b]);
+    for (int64_t hd = 0; hd < c.n_heads; ++hd) rope_inplace(&q(b, hd * c.qk_rope), c.qk_rope, q_pos[b], c.rope_theta, layout);
+  }
+  return q;
+}
+
+// The compressed cache rows of tokens h [n, hidden] at positions pos[n]: [n, kv_lora + rope] =
+// [RMSNorm(c^KV) | RoPE(k^R)] (the CC cache of the notes: "[kv_a_layernorm(c_kv) | RoPE(k_pe)]").
+template <class T>
+Mat<T> kv_entries(const Weights<T>& W, const Mat<T>& h, const std::vector<int64_t>& pos) {
+  const Config& c = W.cfg;
+  check_hidden(W, h, "kv_entries");
+  require(static_cast<int64_t>(pos.size()) == h.rows(), "mla kv_entries: pos.size = {} violates == h.rows = {}",
+          pos.size(), h.rows());
+  Mat<T> kv(h.rows(), c.kv_dim());
+  gemm_nt<T>(h, W.W_DKV, kv);
+  for (int64_t t = 0; t < kv.rows(); ++t) {
+    require(pos[t] >= 0, "mla kv_entries: pos[{}] = {} violates pos >= 0", t, pos[t]);
+    rms_norm_inplace(&kv(t, 0), W.kv_norm.data(), c.kv_lora_rank, c.rms_eps);
+    rope_inplace(&kv(t, c.kv_lora_rank), c.qk_rope, pos[t], c.rope_theta);
+  }
+  return kv;
+}
+
+}  // namespace ladder::mla

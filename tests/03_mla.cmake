@@ -1,0 +1,7 @@
+# Stage 03 (MLA): every rung vs the fp64 CD oracle on the goldens (drift fails), the rungs vs each other,
+# wrong candidates caught, model pieces (config file, RoPE layouts, RMSNorm), counted FLOPs == Cost, errors.
+ladder_add_test(test_03_mla
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_model.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cost.cpp
+  LIBS ladder_cuda ladder_core)
