@@ -64,6 +64,28 @@ std::string reproduce_01_softmax(const ReproduceContext& ctx) {
                       t["naive"] * 1e3, t["safe"] * 1e3, t["online"] * 1e3, t["safe"] / t["online"],
                       t["naive"] / t["online"], online_bytes / t["online"] / 1e9, bw / 1e9, t["online"] / bound);
   }
+  // The SIMT layer is a correctness tool: how much slower is a CUDA rung run as fibers on this CPU
+  // than the reference loop it mirrors (256 rows x 4096 cols, the shape; no target).
+  {
+    const int64_t rows = 256;
+    std::vector<float> x(static_cast<size_t>(rows * cols)), y(x.size());
+    Rng rng(2);
+    for (auto& v : x) v = static_cast<float>(3.0 * rng.uniform(-1, 1));
+    const auto& ref = reg.find("01-softmax", "ref", "online").fn<softmax::RowsFns>().f32;
+    const double t_ref = median_seconds([&] { ref(x.data(), y.data(), rows, cols); }, 11);
+    fmt::print("\nSIMT overhead (256 x 4096 fp32; CUDA rungs run as fibers on this CPU, vs the reference online loop)\n");
+    fmt::print("{:<16} {:>9} {:>14}\n", "rung", "ms", "x reference");
+    md += "\n### SIMT overhead: CUDA rungs as CPU fibers vs the reference online loop (256 x 4096 fp32)\n\n"
+          "| rung | ms | x reference online |\n|---|---|---|\n";
+    md += fmt::format("| ref online | {:.2f} | 1.00 |\n", t_ref * 1e3);
+    fmt::print("{:<16} {:>9.2f} {:>14.2f}\n", "ref online", t_ref * 1e3, 1.0);
+    for (const Rung* r : reg.stage("01-softmax", "cuda")) {
+      const auto& fn = r->fn<softmax::RowsFns>().f32;
+      const double t = median_seconds([&] { fn(x.data(), y.data(), rows, cols); }, 5);
+      fmt::print("{:<16} {:>9.2f} {:>14.2f}\n", r->id, t * 1e3, t / t_ref);
+      md += fmt::format("| cuda {} | {:.2f} | {:.2f} |\n", r->id, t * 1e3, t / t_ref);
+    }
+  }
   md += "\n`x bound` = measured online time / (online's bytes from Cost / measured copy bandwidth); 1.00 would be "
         "memory-bound. Timings vary run to run on these shared machines; compare the ratios, not the absolute ms.\n";
   return md;
