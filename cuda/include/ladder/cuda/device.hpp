@@ -1,0 +1,147 @@
+// ladder/cuda/device.hpp -- device memory for host code, in one place for both builds.
+//
+// nvcc: cudaMalloc / cudaMemcpy / cudaFree, every CUDA error thrown as ladder::Error.
+// g++ (SIMT): ordinary host memory; kernels run on the CPU and read it directly.
+// A fresh DeviceBuffer is poisoned with 0xFF bytes under SIMT (NaN floats, -1 integers), so a kernel
+// that reads memory nobody wrote -- an accumulator never zeroed -- fails loudly instead of finding
+// the zeros cudaMalloc sometimes happens to return. Call fill_zero() when zeros are meant.
+// Host API functions (ladder::cuda::<stage>::<rung>) take device pointers (DeviceBuffer::data()).
+#pragma once
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ladder/core/error.hpp"
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#endif
+
+namespace ladder::cuda {
+
+#if defined(__CUDACC__)
+// Throws ladder::Error naming the call and CUDA's description of the error.
+inline void check(cudaError_t status, const char* call) {
+  if (status != cudaSuccess)
+    throw Error(fmt::format("{}: {} ({})", call, cudaGetErrorName(status), cudaGetErrorString(status)));
+}
+#endif
+
+// Waits for every launched kernel; surfaces errors of asynchronous launches. No-op under SIMT,
+// where simt::launch returns after the grid has finished.
+inline void sync() {
+#if defined(__CUDACC__)
+  check(cudaGetLastError(), "kernel launch");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+#endif
+}
+
+template <class T>
+class DeviceBuffer {
+  static_assert(std::is_trivially_copyable_v<T>, "device memory holds trivially copyable values only");
+
+ public:
+  DeviceBuffer() = default;
+
+  // n elements, uninitialised (poisoned under SIMT).
+  explicit DeviceBuffer(std::size_t n) : size_(n) {
+    if (n == 0) return;
+#if defined(__CUDACC__)
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes()), "cudaMalloc");
+    data_ = static_cast<T*>(p);
+#else
+    data_ = static_cast<T*>(::operator new(bytes(), alignment));
+    std::memset(static_cast<void*>(data_), 0xFF, bytes());
+#endif
+  }
+
+  // n elements copied from host memory.
+  DeviceBuffer(const T* host, std::size_t n) : DeviceBuffer(n) { copy_from_host(host, n); }
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.data(), host.size()) {}
+
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      free();
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  ~DeviceBuffer() { free(); }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * sizeof(T); }
+
+  // Copies host[0, n) into elements [0, n).
+  void copy_from_host(const T* host, std::size_t n) {
+    check_count("copy_from_host", host, n);
+    if (n == 0) return;
+#if defined(__CUDACC__)
+    check(cudaMemcpy(data_, host, n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy host to device");
+#else
+    std::memcpy(static_cast<void*>(data_), host, n * sizeof(T));
+#endif
+  }
+
+  // Copies elements [0, n) to host[0, n); waits for running kernels first (cudaMemcpy does).
+  void copy_to_host(T* host, std::size_t n) const {
+    check_count("copy_to_host", host, n);
+    if (n == 0) return;
+#if defined(__CUDACC__)
+    check(cudaMemcpy(host, data_, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
+#else
+    std::memcpy(static_cast<void*>(host), data_, n * sizeof(T));
+#endif
+  }
+
+  std::vector<T> to_host() const {
+    std::vector<T> host(size_);
+    copy_to_host(host.data(), size_);
+    return host;
+  }
+
+  // All bytes zero (cudaMemset).
+  void fill_zero() {
+    if (size_ == 0) return;
+#if defined(__CUDACC__)
+    check(cudaMemset(data_, 0, bytes()), "cudaMemset");
+#else
+    std::memset(static_cast<void*>(data_), 0, bytes());
+#endif
+  }
+
+ private:
+  // cudaMalloc returns 256-byte aligned memory; SIMT matches it so vectorised loads behave alike.
+  static constexpr std::align_val_t alignment{256};
+
+  void check_count(const char* what, const void* host, std::size_t n) const {
+    require(n <= size_, "DeviceBuffer::{}: n = {} violates n <= size() = {}", what, n, size_);
+    require(host != nullptr || n == 0, "DeviceBuffer::{}: n = {} with host = nullptr violates host != nullptr",
+            what, n);
+  }
+
+  void free() noexcept {
+    if (!data_) return;
+#if defined(__CUDACC__)
+    cudaFree(data_);  // cannot throw from a destructor; a failed free is reported by later calls
+#else
+    ::operator delete(static_cast<void*>(data_), alignment);
+#endif
+    data_ = nullptr;
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace ladder::cuda

@@ -1,0 +1,15 @@
+# SIMT self-tests: every primitive of the run-anywhere layer (cuda/simt) against expected values,
+# planted barrier bugs that the schedules and TSan must catch, and the layer's diagnostics.
+# Registered per schedule (forward, reverse, random:1) and once in the TSan build. The test kernels
+# are also compiled by nvcc (nvcc_check) to show they are valid CUDA.
+set(SIMT_TEST_KERNELS
+    ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_primitives.cu
+    ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_planted.cu
+    ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_diagnostics.cu)
+ladder_add_test(test_simt SIMT
+  SOURCES ${SIMT_TEST_KERNELS}
+          ${CMAKE_CURRENT_LIST_DIR}/simt/child_process.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_primitives.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_detection.cpp
+  LIBS ladder_simt)
+ladder_nvcc_check(simt_tests SOURCES ${SIMT_TEST_KERNELS})
