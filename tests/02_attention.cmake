@@ -5,3 +5,5 @@ ladder_add_test(test_02_attention
           ${CMAKE_CURRENT_SOURCE_DIR}/test_02_attention_numerics.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/test_02_attention_cost.cpp
   LIBS ladder_cuda ladder_core)
+# `ladder reproduce 02-attention --quick` through its entry point.
+ladder_add_test(test_02_attention_cli SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_02_attention_cli.cpp LIBS ladder_cli)

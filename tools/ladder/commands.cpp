@@ -93,6 +93,7 @@ void add_reproduce_command(CLI::App& app) {
   cmd->callback([o] {
     const std::vector<std::pair<std::string, std::string (*)(const ReproduceContext&)>> sections = {
         {"01-softmax", &reproduce_01_softmax},
+        {"02-attention", &reproduce_02_attention},
         {"05-eplb", &reproduce_05_eplb},
     };
     std::string known;

@@ -1,0 +1,127 @@
+// bench/02_attention.cpp -- stage 02: the tiled forward (fp32) beside naive attention and an Eigen GEMM
+// of the same FLOP count, in one run, at N = 4096, batch 8, one head, head dims 59, 64, 111, 128.
+// GFLOP/s count 4 N^2 d per head (the two products) for all three, so the ratios compare times.
+// Run: build/bin/bench_02_attention. Repetitions are interleaved at random (so slow phases of a shared
+// machine hit every kernel alike) and the medians feed one summary line per head dim:
+//   attention N=4096 B=8 d=128: tiled X GFLOP/s, naive Y, gemm Z; tiled/gemm R, tiled/naive S
+// Compare ratios within one run, not across runs.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ladder/attention.hpp"
+#include "ladder/core/rng.hpp"
+
+namespace {
+using namespace ladder;
+using namespace ladder::attention;
+constexpr int64_t kN = 4096, kB = 8;
+
+double attention_flops(int64_t d) { return 4.0 * kN * kN * static_cast<double>(d) * kB; }
+
+struct Data {
+  Problem p;
+  std::vector<float> Q, K, V, O, L;
+  explicit Data(int64_t d) : p(Problem::make(kB, 1, kN, kN, d)) {
+    const size_t n = static_cast<size_t>(kB * kN * d);
+    Rng rng(static_cast<uint64_t>(d));
+    for (auto* a : {&Q, &K, &V}) {
+      a->resize(n);
+      for (auto& v : *a) v = static_cast<float>(rng.normal());
+    }
+    O.resize(n);
+    L.resize(static_cast<size_t>(kB * kN));
+  }
+};
+
+void BM_tiled(benchmark::State& st) {
+  const int64_t d = st.range(0);
+  Data x(d);
+  const Tiles t = default_tiles<float>(d);
+  for (auto _ : st) {
+    tiled_forward<float>(x.p, x.Q.data(), x.K.data(), x.V.data(), x.O.data(), x.L.data(), nullptr, t);
+    benchmark::DoNotOptimize(x.O.data());
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(attention_flops(d) * 1e-9 * static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
+}
+
+void BM_naive(benchmark::State& st) {
+  const int64_t d = st.range(0);
+  Data x(d);
+  for (auto _ : st) {
+    naive_forward<float>(x.p, x.Q.data(), x.K.data(), x.V.data(), x.O.data(), x.L.data(), nullptr);
+    benchmark::DoNotOptimize(x.O.data());
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(attention_flops(d) * 1e-9 * static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
+}
+
+// One square fp32 Eigen GEMM (Eigen's own OpenMP threading) with 2 n^3 = 4 N^2 d B, n rounded to 16.
+void BM_gemm(benchmark::State& st) {
+  const int64_t d = st.range(0);
+  const int64_t n = 16 * std::llround(std::cbrt(attention_flops(d) / 2) / 16);
+  const Mat<float> a = Mat<float>::Random(n, n), b = Mat<float>::Random(n, n);
+  Mat<float> c(n, n);
+  for (auto _ : st) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * std::pow(static_cast<double>(n), 3) * 1e-9 * static_cast<double>(st.iterations()),
+                         benchmark::Counter::kIsRate);
+  st.counters["n"] = static_cast<double>(n);
+}
+
+// Prints the usual table, keeps the medians, and ends with one summary line per head dim.
+class Summary : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.aggregate_name != "median" && r.aggregate_name != "") continue;
+      const std::string name = r.run_name.function_name;  // BM_tiled, BM_naive, BM_gemm
+      const int64_t d = std::stoll(r.run_name.args);
+      auto it = r.counters.find("GFLOP/s");
+      if (it != r.counters.end() && (r.aggregate_name == "median" || !rate_[d].count(name)))
+        rate_[d][name] = it->second.value;
+    }
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    const double ref = rate_.count(128) ? rate_[128]["BM_tiled"] : 0;
+    for (auto& [d, m] : rate_)
+      std::printf(
+          "attention N=%lld B=%lld d=%lld: tiled %.1f GFLOP/s, naive %.1f, gemm %.1f; tiled/gemm %.2f, tiled/naive "
+          "%.2f, tiled vs tiled(d=128) %.2f\n",
+          static_cast<long long>(kN), static_cast<long long>(kB), static_cast<long long>(d), m["BM_tiled"],
+          m["BM_naive"], m["BM_gemm"], m["BM_tiled"] / m["BM_gemm"], m["BM_tiled"] / m["BM_naive"],
+          ref > 0 ? m["BM_tiled"] / ref : 0.0);
+  }
+
+ private:
+  std::map<int64_t, std::map<std::string, double>> rate_;
+};
+}  // namespace
+
+BENCHMARK(BM_tiled)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_naive)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_gemm)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+int main(int argc, char** argv) {
+  // Defaults (overridable on the command line): 5 repetitions, interleaved at random, medians only.
+  std::vector<char*> args(argv, argv + argc);
+  std::string reps = "--benchmark_repetitions=5", mix = "--benchmark_enable_random_interleaving=true",
+              agg = "--benchmark_report_aggregates_only=true";
+  args.insert(args.begin() + 1, {reps.data(), mix.data(), agg.data()});
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  Summary summary;
+  benchmark::RunSpecifiedBenchmarks(&summary);
+  benchmark::Shutdown();
+  return 0;
+}
