@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -79,6 +80,7 @@ void BM_gemm(benchmark::State& st) {
 // Prints the usual table, keeps the medians, and ends with one summary line per head dim.
 class Summary : public benchmark::ConsoleReporter {
  public:
+  Summary() : ConsoleReporter(OO_Tabular) {}  // no colour codes: the lines stay parseable
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
@@ -93,6 +95,7 @@ class Summary : public benchmark::ConsoleReporter {
   void Finalize() override {
     ConsoleReporter::Finalize();
     const double ref = rate_.count(128) ? rate_[128]["BM_tiled"] : 0;
+    std::fflush(stdout);
     for (auto& [d, m] : rate_)
       std::printf(
           "attention N=%lld B=%lld d=%lld: tiled %.1f GFLOP/s, naive %.1f, gemm %.1f; tiled/gemm %.2f, tiled/naive "
