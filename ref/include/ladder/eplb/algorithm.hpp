@@ -133,6 +133,7 @@ Packing balanced_packing(const Mat<T>& weight, Index num_packs) {
                         detail::kParallelWork;
 #pragma omp parallel for schedule(static) if (parallel)
   for (Index x = 0; x < X; ++x) {  // rows are independent: any thread count gives the same result
+    // lab:todo(balanced_packing) the greedy above, row x: set out.pack_index(x, i) and out.rank_in_pack(x, i).
     std::vector<T> pack_weight(static_cast<size_t>(num_packs), T(0));
     std::vector<Index> pack_items(static_cast<size_t>(num_packs), 0);
     for (Index item : detail::descending_order(&weight(x, 0), n)) {
@@ -144,6 +145,7 @@ Packing balanced_packing(const Mat<T>& weight, Index num_packs) {
       pack_weight[pack] += weight(x, item);
       ++pack_items[pack];
     }
+    // lab:end
   }
   return out;
 }
@@ -165,6 +167,7 @@ Replication replicate_experts(const Mat<T>& weight, Index num_phy) {
                             static_cast<double>(num_log) >= detail::kParallelWork;
 #pragma omp parallel for schedule(static) if (parallel)
   for (Index x = 0; x < X; ++x) {
+    // lab:todo(replicate_experts) the greedy above, row x: set out.phy2log, out.rank and out.logcnt of row x.
     for (Index p = 0; p < num_log; ++p) out.phy2log(x, p) = p;
     for (Index p = num_log; p < num_phy; ++p) {
       Index best = 0;
@@ -177,6 +180,7 @@ Replication replicate_experts(const Mat<T>& weight, Index num_phy) {
       out.rank(x, p) = out.logcnt(x, best);
       ++out.logcnt(x, best);
     }
+    // lab:end
   }
   return out;
 }
