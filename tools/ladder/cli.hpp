@@ -19,6 +19,7 @@ struct ReproduceContext {
 // One section of `ladder reproduce`: prints to stdout, returns Markdown.
 std::string reproduce_01_softmax(const ReproduceContext& ctx);
 std::string reproduce_02_attention(const ReproduceContext& ctx);
+std::string reproduce_03_mla(const ReproduceContext& ctx);
 std::string reproduce_05_eplb(const ReproduceContext& ctx);
 
 // `ladder eplb ...` (stage 05): adds the subcommand; its callback throws ladder::Error on bad input.

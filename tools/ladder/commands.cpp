@@ -94,6 +94,7 @@ void add_reproduce_command(CLI::App& app) {
     const std::vector<std::pair<std::string, std::string (*)(const ReproduceContext&)>> sections = {
         {"01-softmax", &reproduce_01_softmax},
         {"02-attention", &reproduce_02_attention},
+        {"03-mla", &reproduce_03_mla},
         {"05-eplb", &reproduce_05_eplb},
     };
     std::string known;

@@ -21,6 +21,7 @@
 //   per-query FLOPs of A_CC_ME (201 + 671 vs 67 + 185 MFLOP), a loss until L is large.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "ladder/mla/decompressed.hpp"
 #include "ladder/mla/step.hpp"
@@ -65,7 +66,7 @@ Output<T> decode_acc_me(const Weights<T>& W, const Prepared<T>& p, const Step<T>
   const Mat<T> q_abs = absorb_query(W, query_nope(W, cQ)), q_pe = query_rope(W, cQ, step.q_pos);
   Output<T> out = make_output<T>(c, p.seqlens, p.max_len(), true);
   Mat<T> o_lat(p.batch(), c.n_heads * c.kv_lora_rank);
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (p.batch() > 1)  // B = 1: the products share out instead
   for (int64_t b = 0; b < p.batch(); ++b) attend_latent_me(c, q_abs, q_pe, p.kv, b, p.seqlens[b], out, o_lat);
   absorbed_output(W, o_lat, out);
   return out;
@@ -105,20 +106,29 @@ Output<T> decode_acc(const Weights<T>& W, const Prepared<T>& p, const Step<T>& s
   return out;
 }
 
-// AM's prepare: the compressed cache plus the absorbed matrices (once per model, not per step).
+// AM's absorbed matrices, computed once per model.
 template <class T>
-Prepared<T> prepare_am(const Weights<T>& W, const PagedCache<T>& cache) {
+std::shared_ptr<const Absorbed<T>> absorb_weights(const Weights<T>& W) {
   const Config& c = W.cfg;
-  Prepared<T> p = prepare_compressed(W, cache);
   const int64_t H = c.n_heads, R = c.kv_lora_rank;
-  p.W_absQ = Mat<T>(H * R, c.q_lora_rank);
-  p.W_absO = Mat<T>(c.hidden, H * R);
+  auto a = std::make_shared<Absorbed<T>>();
+  a->W_absQ = Mat<T>(H * R, c.q_lora_rank);
+  a->W_absO = Mat<T>(c.hidden, H * R);
+#pragma omp parallel for schedule(static)
   for (int64_t h = 0; h < H; ++h) {
     // W_absQ_h = W_UK(h)^T W_UQ_h: [kv_lora, q_lora]
-    gemm_nn<T>(W.W_UK(h).transpose(), W.W_UQ.middleRows(h * c.qk_nope, c.qk_nope), p.W_absQ.middleRows(h * R, R));
+    gemm_nn<T>(W.W_UK(h).transpose(), W.W_UQ.middleRows(h * c.qk_nope, c.qk_nope), a->W_absQ.middleRows(h * R, R));
     // W_absO_h = W_O[:, h*v : (h+1)*v] W_UV(h): [hidden, kv_lora]
-    gemm_nn<T>(W.W_O.middleCols(h * c.v_head, c.v_head), W.W_UV(h), p.W_absO.middleCols(h * R, R));
+    gemm_nn<T>(W.W_O.middleCols(h * c.v_head, c.v_head), W.W_UV(h), a->W_absO.middleCols(h * R, R));
   }
+  return a;
+}
+
+// AM's prepare: the compressed cache plus the absorbed matrices.
+template <class T>
+Prepared<T> prepare_am(const Weights<T>& W, const PagedCache<T>& cache) {
+  Prepared<T> p = prepare_compressed(W, cache);
+  p.absorbed = absorb_weights(W);
   return p;
 }
 
@@ -126,18 +136,22 @@ template <class T>
 Output<T> decode_am(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
   check_step(W, p, step, "AM");
   const Config& c = W.cfg;
-  require(p.W_absQ.rows() == c.n_heads * c.kv_lora_rank && p.W_absO.rows() == c.hidden,
-          "mla AM: prepared W_absQ is [{}, {}], violates [H * kv_lora, q_lora] (run prepare_am)", p.W_absQ.rows(),
-          p.W_absQ.cols());
+  require(p.absorbed != nullptr, "mla AM: prepared.absorbed is null (run prepare_am or absorb_weights)");
+  const Absorbed<T>& a = *p.absorbed;
+  require(a.W_absQ.rows() == c.n_heads * c.kv_lora_rank && a.W_absQ.cols() == c.q_lora_rank &&
+              a.W_absO.rows() == c.hidden && a.W_absO.cols() == c.n_heads * c.kv_lora_rank,
+          "mla AM: absorbed W_absQ is [{}, {}] and W_absO [{}, {}], violate [H * kv_lora, q_lora] and "
+          "[hidden, H * kv_lora]",
+          a.W_absQ.rows(), a.W_absQ.cols(), a.W_absO.rows(), a.W_absO.cols());
   const Mat<T> cQ = query_latent(W, step.h);
   Mat<T> q_abs(p.batch(), c.n_heads * c.kv_lora_rank);
-  gemm_nt<T>(cQ, p.W_absQ, q_abs);  // q_abs = W_absQ c^Q, no q^C
+  gemm_nt<T>(cQ, a.W_absQ, q_abs);  // q_abs = W_absQ c^Q, no q^C
   const Mat<T> q_pe = query_rope(W, cQ, step.q_pos);
   Output<T> out = make_output<T>(c, p.seqlens, p.max_len(), true);
   Mat<T> o_lat(p.batch(), c.n_heads * c.kv_lora_rank);
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (p.batch() > 1)  // B = 1: the products share out instead
   for (int64_t b = 0; b < p.batch(); ++b) attend_latent_me(c, q_abs, q_pe, p.kv, b, p.seqlens[b], out, o_lat);
-  gemm_nt<T>(o_lat, p.W_absO, out.u);  // u = W_absO o^lat, no W_UV, W_O
+  gemm_nt<T>(o_lat, a.W_absO, out.u);  // u = W_absO o^lat, no W_UV, W_O
   return out;
 }
 

@@ -7,6 +7,10 @@
 // chunks of output columns, each a serial Eigen product over the whole K, so every output element is
 // summed in the same order whatever the thread count. Inside an OpenMP region (the rungs parallelise
 // over sequences and heads) the product runs serially.
+// Eigen parallelises a large product by itself when it is called outside a parallel region; its
+// threads synchronise by spinning, which on a busy shared machine turned a 0.1 ms product into 8 ms.
+// So at top level every product runs inside our own region -- chunks shared out when the product is
+// large, otherwise one thread does it all (Eigen sees a team and stays serial).
 #pragma once
 #include <omp.h>
 
@@ -55,8 +59,24 @@ namespace detail {
 inline constexpr int64_t kGemmChunk = 128;         // output columns per parallel task
 inline constexpr int64_t kGemmParallelMacs = 1 << 18;  // below this a product runs on one thread
 
-inline bool gemm_parallel(int64_t m, int64_t n, int64_t k) {
-  return !omp_in_parallel() && m * n * k >= kGemmParallelMacs && n > kGemmChunk;
+// Runs f(c) for c in [0, chunks): shared out over the threads when `parallel`, else on one thread;
+// always inside a team (see above), or inline when already in one or when there is one thread.
+template <class F>
+void for_chunks(int64_t chunks, bool parallel, F&& f) {
+  if (omp_in_parallel() || omp_get_max_threads() == 1) {
+    for (int64_t c = 0; c < chunks; ++c) f(c);
+    return;
+  }
+#pragma omp parallel
+  {
+    if (parallel) {
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c) f(c);
+    } else {
+#pragma omp single
+      for (int64_t c = 0; c < chunks; ++c) f(c);
+    }
+  }
 }
 }  // namespace detail
 
@@ -69,14 +89,13 @@ void gemm_nt(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accum
           C.cols(), M, N);
   count_macs(M, N, K);
   const int64_t chunks = (N + detail::kGemmChunk - 1) / detail::kGemmChunk;
-#pragma omp parallel for schedule(static) if (detail::gemm_parallel(M, N, K))
-  for (int64_t c = 0; c < chunks; ++c) {
+  detail::for_chunks(chunks, M * N * K >= detail::kGemmParallelMacs, [&](int64_t c) {
     const int64_t n0 = c * detail::kGemmChunk, nb = std::min(detail::kGemmChunk, N - n0);
     if (accumulate)
       C.middleCols(n0, nb).noalias() += A * B.middleRows(n0, nb).transpose();
     else
       C.middleCols(n0, nb).noalias() = A * B.middleRows(n0, nb).transpose();
-  }
+  });
 }
 
 // C = A B (+ C if accumulate). A [M, K]; B [K, N] row-major (e.g. attention weights times cache rows).
@@ -88,14 +107,13 @@ void gemm_nn(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accum
           C.cols(), M, N);
   count_macs(M, N, K);
   const int64_t chunks = (N + detail::kGemmChunk - 1) / detail::kGemmChunk;
-#pragma omp parallel for schedule(static) if (detail::gemm_parallel(M, N, K))
-  for (int64_t c = 0; c < chunks; ++c) {
+  detail::for_chunks(chunks, M * N * K >= detail::kGemmParallelMacs, [&](int64_t c) {
     const int64_t n0 = c * detail::kGemmChunk, nb = std::min(detail::kGemmChunk, N - n0);
     if (accumulate)
       C.middleCols(n0, nb).noalias() += A * B.middleCols(n0, nb);
     else
       C.middleCols(n0, nb).noalias() = A * B.middleCols(n0, nb);
-  }
+  });
 }
 
 }  // namespace ladder::mla

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "ladder/mla/cache.hpp"
@@ -33,6 +34,12 @@ struct Output {
   Array<T> lse;     // [B, H] (flash_mla) or empty
 };
 
+// AM's precomputed products (once per model): W_absQ [H * kv_lora, q_lora], W_absO [hidden, H * kv_lora].
+template <class T>
+struct Absorbed {
+  Mat<T> W_absQ, W_absO;
+};
+
 // What a rung builds before its decode steps (its prepare function, outside the timed step).
 template <class T>
 struct Prepared {
@@ -40,7 +47,7 @@ struct Prepared {
   Array<T> kv;                   // CC, A_CC, A_CC_ME, AM: the contiguous compressed cache [B, Lmax, kv_dim]
   Array<T> K, V;                 // CD: [B, H, Lmax, nope + rope], [B, H, Lmax, v]
   PagedCache<T> paged;           // flash_mla: the paged cache, read in place
-  Mat<T> W_absQ, W_absO;         // AM: [H * kv_lora, q_lora] and [hidden, H * kv_lora]
+  std::shared_ptr<const Absorbed<T>> absorbed;  // AM (shared: one copy per model, not per cache)
 
   int64_t batch() const { return static_cast<int64_t>(seqlens.size()); }
   int64_t max_len() const {
@@ -92,6 +99,7 @@ template <class T>
 Mat<T> absorb_query(const Weights<T>& W, const Mat<T>& q_nope) {
   const Config& c = W.cfg;
   Mat<T> q_abs(q_nope.rows(), c.n_heads * c.kv_lora_rank);
+#pragma omp parallel for schedule(static)  // one region for all heads, not one per small product
   for (int64_t h = 0; h < c.n_heads; ++h)
     gemm_nn<T>(q_nope.middleCols(h * c.qk_nope, c.qk_nope), W.W_UK(h), q_abs.middleCols(h * c.kv_lora_rank, c.kv_lora_rank));
   return q_abs;
@@ -103,6 +111,7 @@ template <class T>
 Mat<T> absorb_output(const Weights<T>& W, const Mat<T>& o_lat) {
   const Config& c = W.cfg;
   Mat<T> o(o_lat.rows(), c.n_heads * c.v_head);
+#pragma omp parallel for schedule(static)
   for (int64_t h = 0; h < c.n_heads; ++h)
     gemm_nt<T>(o_lat.middleCols(h * c.kv_lora_rank, c.kv_lora_rank), W.W_UV(h), o.middleCols(h * c.v_head, c.v_head));
   return o;
