@@ -100,11 +100,19 @@ std::vector<Index> descending_order(const T* row, Index n) {
 // the result never depends on the thread count.
 inline constexpr double kParallelWork = 1 << 22;
 
-// Row-wise inverse of a permutation matrix (eplb.py's inverse(): inv[x, perm[x, i]] = i).
+// Row-wise inverse of a permutation matrix (eplb.py's inverse(): inv[x, perm[x, i]] = i). The maps
+// come from the packing rung; one that is not a permutation (a bug in a lab's balanced_packing, say)
+// is reported as ladder::Error instead of being used as an index.
 inline IndexMat inverse_rows(const IndexMat& perm) {
-  IndexMat inv(perm.rows(), perm.cols());
+  IndexMat inv = IndexMat::Constant(perm.rows(), perm.cols(), -1);
   for (Index x = 0; x < perm.rows(); ++x)
-    for (Index i = 0; i < perm.cols(); ++i) inv(x, perm(x, i)) = i;
+    for (Index i = 0; i < perm.cols(); ++i) {
+      const Index v = perm(x, i);
+      require(v >= 0 && v < perm.cols() && inv(x, v) < 0,
+              "eplb: packing map row {} is not a permutation of 0..{} (entry {} = {}): check balanced_packing",
+              x, perm.cols() - 1, i, v);
+      inv(x, v) = i;
+    }
   return inv;
 }
 
@@ -259,6 +267,8 @@ Replication rebalance_experts_hierarchical(const Mat<T>& weight, Index num_physi
   for (Index r = 0; r < L * num_nodes; ++r)
     for (Index p = 0; p < phy_per_node; ++p) {
       const Index m = node_rep.phy2log(r, p);
+      require(m >= 0 && m < log_per_node, "eplb: replicate_experts put expert {} in slot {} of row {} (valid: 0..{})",
+              m, p, r, log_per_node - 1);
       tokens_per_phy(r, p) = tokens_per_mlog(r, m) / static_cast<T>(node_rep.logcnt(r, m));
     }
   const Packing gpu_pack = balanced_packing(tokens_per_phy, gpus_per_node);
