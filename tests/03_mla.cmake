@@ -5,3 +5,7 @@ ladder_add_test(test_03_mla
           ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_model.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cost.cpp
   LIBS ladder_cuda ladder_core)
+# The CUDA rungs (cuda/src/03_mla*.cu) through SIMT in every schedule (and once under TSan), tiny shapes.
+ladder_add_test(test_03_mla_cuda
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda_planted.cu
+  LIBS ladder_cuda ladder_core SIMT)

@@ -4,7 +4,11 @@
 namespace ladder::cuda {
 
 void register_softmax_cuda(Registry& r);  // cuda/src/01_softmax_registry.cpp
+void register_mla_cuda(Registry& r);      // cuda/src/03_mla_registry.cpp
 
-void register_cuda_rungs(Registry& r) { register_softmax_cuda(r); }
+void register_cuda_rungs(Registry& r) {
+  register_softmax_cuda(r);
+  register_mla_cuda(r);
+}
 
 }  // namespace ladder::cuda

@@ -1,0 +1,57 @@
+// ladder/cuda/mla_kernels.hpp -- the stage-03 kernels' launch functions and the GEMM descriptor,
+// unchecked and free of fmt (the .cu files include only this: nvcc 13 cannot compile fmt's consteval
+// format strings). Call the checked API in ladder/cuda/mla.hpp instead.
+#pragma once
+#include <cstdint>
+
+namespace ladder::cuda::mla {
+
+// C(m, n) = alpha * sum_k A(m, k) B(n, k) (+ C(m, n) if accumulate), for every batch entry z in
+// [0, batch), split as o = z / inner (the outer index, usually the sequence) and i = z % inner (the
+// inner one, usually the head):
+//   A(m, k) = A[o * a_o + i * a_i + m * a_m + k * a_k]
+//   B(n, k) = B[o * b_o + i * b_i + n * b_n + k * b_k]
+//   C(m, n) = C[o * c_o + i * c_i + m * c_m + n * c_n]
+// So C = A B^T is b_n = ldb, b_k = 1, and C = A B with B [K, N] row-major is b_n = 1, b_k = ldb.
+// lens (device, optional): entry z uses min(M | N | K, lens[o]) for the dims flagged -- sequences of
+// different cache lengths in one launch, never reading a row past L_b; C outside the used M x N is
+// left as it is.
+struct Gemm {
+  int64_t M = 0, N = 0, K = 0, batch = 1, inner = 1;
+  const float* A = nullptr;
+  int64_t a_o = 0, a_i = 0, a_m = 0, a_k = 1;
+  const float* B = nullptr;
+  int64_t b_o = 0, b_i = 0, b_n = 0, b_k = 1;
+  float* C = nullptr;
+  int64_t c_o = 0, c_i = 0, c_m = 0, c_n = 1;
+  float alpha = 1.0f;
+  bool accumulate = false;
+  const int64_t* lens = nullptr;
+  bool lens_on_m = false, lens_on_n = false, lens_on_k = false;
+};
+
+inline constexpr int kGemmTile = 16;          // the GEMM's output tile and K step (16 x 16 threads)
+inline constexpr int kFlashTileTokens = 16;   // cache rows per shared-memory tile (divides the page of 64)
+inline constexpr int kFlashHeads = 4;         // heads per flash_mla block (the head group)
+inline constexpr int kFlashThreads = 128;
+
+// The launches behind ladder/cuda/mla.hpp; scratch is allocated by the caller (cuda/src/03_mla_host.cpp).
+namespace detail {
+void launch_gemm(const Gemm& g);
+void launch_rms_norm(float* x, const float* gain, int64_t rows, int64_t n, int64_t ld, float eps);
+void launch_rope(float* x, const float* rope, int64_t B, int64_t heads, int64_t d);
+void launch_concat_heads(const float* a, int64_t da, const float* b, int64_t db, float* out, int64_t rows);
+void launch_scale_softmax(float* scores, float* attn, int64_t rows, int64_t Lmax, const int64_t* seqlens,
+                          int64_t rows_per_seq, float scale);
+void launch_copy_rope_part(const float* kv, int64_t kv_dim, int64_t off, int64_t rope, float* K, int64_t dk,
+                           int64_t nope, int64_t B, int64_t H, int64_t Lmax, const int64_t* seqlens);
+void launch_replicate_rows(const float* kv, int64_t row_elems, float* out, int64_t B, int64_t H, int64_t Lmax,
+                           const int64_t* seqlens);
+void launch_flash_split(const float* Q, const float* blocks, const int32_t* block_table, int64_t max_blocks,
+                        const int64_t* seqlens, int64_t B, int64_t H, int64_t R, int64_t D, int64_t split_blocks,
+                        int64_t max_splits, float scale, float* o_parts, float* lse_parts);
+void launch_flash_combine(const float* o_parts, const float* lse_parts, const int64_t* seqlens, int64_t B,
+                          int64_t H, int64_t R, int64_t split_blocks, float* o_lat, float* lse);
+}  // namespace detail
+
+}  // namespace ladder::cuda::mla
