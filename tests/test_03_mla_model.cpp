@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
+#include <regex>
 
 #include "test_03_mla_util.hpp"
 
@@ -25,6 +27,21 @@ TEST_CASE("data/models/deepseek-v2.json holds deepseek_v2(), each number with a 
   }
   CHECK(c.scale() == 1.0 / std::sqrt(192.0));
   CHECK(c.kv_dim() == 576);
+}
+
+TEST_CASE("the chapter's rungs (section 2 of chapters/03-mla/README.md) are the registered ones, in order") {
+  std::ifstream in(std::filesystem::path(LADDER_SOURCE_DIR) / "chapters" / "03-mla" / "README.md");
+  REQUIRE(in.good());
+  std::vector<std::string> chapter, registered;
+  bool section = false;
+  const std::regex bullet(R"(^\* \*\*([A-Za-z_]+)\*\* )");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0) section = line.rfind("## 2.", 0) == 0;
+    std::smatch m;
+    if (section && std::regex_search(line, m, bullet)) chapter.push_back(m[1]);
+  }
+  for (const Rung* r : registry().stage(kStage, "ref")) registered.push_back(r->id);
+  CHECK(chapter == registered);
 }
 
 TEST_CASE("RoPE: interleaved and half-split layouts give the same q.k once the dims are permuted alike") {
