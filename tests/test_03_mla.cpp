@@ -84,6 +84,19 @@ TEST_CASE("the rungs agree with each other: every pair of fp64 rungs within twic
     }
 }
 
+TEST_CASE("every rung on awkward dimensions (hidden 97, 3 heads, q_lora 59, kv_lora 111, nope 13, rope 10, v 7)") {
+  Config c;
+  c.hidden = 97, c.n_heads = 3, c.q_lora_rank = 59, c.kv_lora_rank = 111, c.qk_nope = 13, c.qk_rope = 10, c.v_head = 7;
+  const Weights<float> W = random_weights(c, 31);
+  const Inputs in = make_inputs(W, InputSpec{{1, 113, 65}, 32, true, 1, true});
+  const Output<double> oracle = golden_oracle(W, in);
+  const Output<float> base = run(reference_rung<float>(Variant::CD), W, in.cache, in.step);
+  for (const Rung* r : registry().stage(kStage, "ref")) {
+    CAPTURE(r->key());
+    test::check_output(r->key(), test::run_rung(*r, W, in.cache, in.step), oracle, base, in.cache.seqlens);
+  }
+}
+
 TEST_CASE("goldens: every case regenerated from its seed equals the committed files (drift fails)") {
   test::TempDir tmp;
   const auto names = golden_case_names();
