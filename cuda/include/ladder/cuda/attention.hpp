@@ -1,0 +1,33 @@
+// ladder/cuda/attention.hpp -- host API of the stage-02 CUDA rungs (cuda/src/02_attention*.cu).
+//
+// Every function takes DEVICE pointers (ladder::cuda::DeviceBuffer<float>::data()) in the layouts of
+// ladder/attention/problem.hpp (Q, O, dO, dQ [B,H,Nq,d]; K, V, dK, dV [B,H,Nk,d]; L, m, D [B,H,Nq]),
+// float32, launches its kernel(s) and returns; call ladder::cuda::sync() before reading the outputs on
+// a GPU (under SIMT the launches have finished when the function returns). Same semantics as the
+// references: causal masks aligned bottom-right, a fully masked row has O = 0, L = m = -inf and zero
+// gradients. m may be null. Bad shapes throw ladder::Error naming the parameter; head dims up to
+// kMaxHeadDim (128) are supported (registers and 48 KiB of shared memory per block).
+#pragma once
+#include "ladder/attention/problem.hpp"
+#include "ladder/cuda/attention_kernels.hpp"
+
+namespace ladder::cuda::attention {
+
+using ladder::attention::Problem;
+
+// naive (notes Alg. 0): three kernels -- scores, softmax (warp per row), PV -- with S and P as
+// [B,H,Nq,Nk] scratch in device memory (allocated and freed here).
+void naive(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+// flash (notes Fig. 8): one warp per query row, one pass over its visible keys carrying m, d', o'.
+void flash(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+// tiled (FA2 Alg. 1): one block per (batch x head, Q tile of kBr rows), K/V tiles of kBc rows in
+// shared memory, deferred normalisation; stores L.
+void tiled(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+// backward with recomputation (FA2 Alg. 2): a D = rowsum(dO o O) kernel, then one block per
+// (batch x head, KV tile) accumulating dK_j, dV_j; dQ by atomicAdd from every KV block (not a second
+// pass: one pass over the tiles instead of recomputing S, P and dP per Q tile; the price is a dQ
+// summation order that depends on timing). dQ is overwritten (zeroed by the D kernel first).
+void backward_recompute(const Problem& p, const float* Q, const float* K, const float* V, const float* O,
+                        const float* dO, const float* L, float* dQ, float* dK, float* dV, float* D);
+
+}  // namespace ladder::cuda::attention

@@ -1,0 +1,34 @@
+// ladder/cuda/attention_kernels.hpp -- the stage-02 kernels' launch functions, unchecked and free of fmt
+// (the .cu files include only this: nvcc 13 cannot compile fmt's consteval format strings). Call the
+// checked API in ladder/cuda/attention.hpp instead.
+#pragma once
+
+namespace ladder::cuda::attention {
+
+// The shape of one call, as the kernels see it (ladder::attention::Problem with int sizes, float scale).
+struct Dims {
+  int B = 1, H = 1, Nq = 1, Nk = 1, d = 1;
+  float scale = 1.0f;
+  bool causal = false;
+};
+
+inline constexpr int kMaxHeadDim = 128;  // flash: 4 columns per lane; tiled/backward: smem and registers
+inline constexpr int kBr = 16;           // query rows per tile (tiled, backward)
+inline constexpr int kBc = 16;           // key rows per tile
+inline constexpr int kTileThreads = 128;  // threads per tiled/backward block
+inline constexpr int kRowWarps = 4;       // warps (query rows) per flash block
+
+// The launches behind ladder/cuda/attention.hpp; scratch is allocated by the caller
+// (cuda/src/02_attention_host.cpp). Pointers are device pointers in the layouts of problem.hpp.
+namespace detail {
+void launch_naive_scores(const Dims& p, const float* Q, const float* K, float* S);
+void launch_naive_softmax(const Dims& p, const float* S, float* P, float* L, float* m);
+void launch_naive_pv(const Dims& p, const float* P, const float* V, float* O);
+void launch_flash_row(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+void launch_tiled(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+void launch_backward_D(const Dims& p, const float* O, const float* dO, float* D, float* dQ);
+void launch_backward_kv(const Dims& p, const float* Q, const float* K, const float* V, const float* dO,
+                        const float* L, const float* D, float* dQ, float* dK, float* dV);
+}  // namespace detail
+
+}  // namespace ladder::cuda::attention

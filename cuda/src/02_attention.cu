@@ -1,0 +1,274 @@
+// cuda/src/02_attention.cu -- stage 02 CUDA forward rungs: the same algorithms as ladder/attention/*.hpp.
+//
+//   01 softmax     naive -> safe -> online
+//   02 attention   naive -> flash (one row, online) -> tiled (blocks, FA2 loop order) -> backward  <== this file
+//   03 mla         CD -> CC -> A_CC -> A_CC_ME -> AM
+//   04 moe         gate -> sort -> ragged dot -> unsort + combine
+//   05 eplb        balanced packing -> replicate -> hierarchical | global
+//   06 disagg      step-time model -> event simulator -> KV-cache migration
+//
+// Forward rungs (the backward with recomputation is cuda/src/02_attention_backward.cu):
+//   naive  notes Alg. 0 as a standard implementation runs it: three kernels, S and P in device memory.
+//   flash  notes Fig. 8: one warp per query row; the lanes split the head dim, so every lane carries
+//          the same (m, d') and its own columns of o'. No S, no P, but K and V are re-read per row.
+//   tiled  FA2 Alg. 1: one block per (batch x head, Q tile of kBr rows); K_j, V_j staged in shared
+//          memory kBc rows at a time; per-row rescale by e^{m_old - m_new}, normalisation deferred to
+//          the end, L = m + log l stored for the backward.
+// Compiled by nvcc for sm_80/sm_90, and by g++ through cuda/simt to run on the CPU in the tests
+// (SIMT_SCHEDULE=forward|reverse|random:N and TSan catch a missing barrier).
+// Masking (problem.hpp): query i sees key j iff j <= i + Nk - Nq (causal, bottom-right); a row that
+// sees no key has O = 0, L = m = -inf. Masked keys get P = 0 exactly (never e^{-inf - x} computed).
+#include <math.h>
+#include <stddef.h>
+
+#include "ladder/cuda/attention_kernels.hpp"
+#include "simt.hpp"
+
+namespace ladder::cuda::attention {
+namespace {
+
+// The last key query row i may attend (< 0: the row is fully masked), problem.hpp's rule.
+__device__ __forceinline__ int last_key(const Dims& p, int i) {
+  return p.causal ? min(p.Nk - 1, i + p.Nk - p.Nq) : p.Nk - 1;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// ---- naive (Alg. 0): one kernel per line --------------------------------------------------------
+
+// Line 1: thread per element of S [B*H, Nq, Nk]: S_ij = scale q_i . k_j, -inf where masked.
+__global__ void naive_scores(Dims p, const float* Q, const float* K, float* S) {
+  const size_t n = (size_t)p.B * p.H * p.Nq * p.Nk;
+  const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int j = (int)(e % p.Nk), i = (int)(e / p.Nk % p.Nq);
+  const size_t bh = e / ((size_t)p.Nk * p.Nq);
+  if (j > last_key(p, i)) {
+    S[e] = -INFINITY;
+    return;
+  }
+  const float* q = Q + (bh * p.Nq + i) * p.d;
+  const float* k = K + (bh * p.Nk + j) * p.d;
+  float s = 0.0f;
+  for (int c = 0; c < p.d; ++c) s += q[c] * k[c];
+  S[e] = p.scale * s;
+}
+
+// Line 2: warp per row of S, the safe softmax (notes Alg. 2) with warp reductions; also L and m.
+__global__ void naive_softmax(Dims p, const float* S, float* P, float* L, float* m) {
+  const int lane = threadIdx.x % 32;
+  const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= (size_t)p.B * p.H * p.Nq) return;  // whole warps exit together: the shuffles stay full-mask
+  const int visible = last_key(p, (int)(row % p.Nq)) + 1;  // keys [0, visible) are unmasked
+  const float* s = S + row * p.Nk;
+  float* pr = P + row * p.Nk;
+  float mx = -INFINITY;
+  for (int j = lane; j < visible; j += 32) mx = fmaxf(mx, s[j]);
+  mx = warp_max(mx);
+  float dsum = 0.0f;
+  for (int j = lane; j < visible; j += 32) dsum += expf(s[j] - mx);
+  dsum = warp_sum(dsum);
+  for (int j = lane; j < p.Nk; j += 32) pr[j] = j < visible ? expf(s[j] - mx) / dsum : 0.0f;
+  if (lane == 0) {
+    L[row] = visible > 0 ? mx + logf(dsum) : -INFINITY;  // fully masked: mx = -inf, P = 0
+    if (m) m[row] = mx;
+  }
+}
+
+// Line 3: thread per element of O [B*H, Nq, d]: O_ic = sum_j P_ij V_jc.
+__global__ void naive_pv(Dims p, const float* P, const float* V, float* O) {
+  const size_t n = (size_t)p.B * p.H * p.Nq * p.d;
+  const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int c = (int)(e % p.d);
+  const size_t row = e / p.d, bh = row / p.Nq;
+  const float* pr = P + row * p.Nk;
+  const float* v = V + bh * p.Nk * p.d + c;
+  float o = 0.0f;
+  for (int j = 0; j < p.Nk; ++j) o += pr[j] * v[(size_t)j * p.d];
+  O[e] = o;
+}
+
+// ---- flash (Fig. 8): one warp per query row -----------------------------------------------------
+
+constexpr int kColsPerLane = kMaxHeadDim / 32;
+
+// Lane l owns columns l, l + 32, ... of q and o'. x_j = scale q . k_j is a warp sum, after which every
+// lane holds the same x_j, m and d' and updates its own columns of o' (Fig. 8, lines 4-7).
+__global__ void flash_row(Dims p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
+  const int lane = threadIdx.x % 32;
+  const size_t row = (size_t)blockIdx.x * kRowWarps + threadIdx.x / 32;
+  if (row >= (size_t)p.B * p.H * p.Nq) return;  // whole warps exit together
+  const size_t bh = row / p.Nq;
+  const float* Kh = K + bh * p.Nk * p.d;
+  const float* Vh = V + bh * p.Nk * p.d;
+  float q[kColsPerLane], o[kColsPerLane];
+  for (int k = 0; k < kColsPerLane; ++k) {
+    const int c = lane + 32 * k;
+    q[k] = c < p.d ? Q[row * p.d + c] : 0.0f;
+    o[k] = 0.0f;  // o'_0 = 0
+  }
+  float mi = -INFINITY, di = 0.0f;  // m_0 = -inf, d'_0 = 0
+  const int last = last_key(p, (int)(row % p.Nq));
+  for (int j = 0; j <= last; ++j) {
+    float part = 0.0f;
+    for (int k = 0; k < kColsPerLane; ++k)
+      if (lane + 32 * k < p.d) part += q[k] * Kh[(size_t)j * p.d + lane + 32 * k];
+    const float x = p.scale * warp_sum(part);
+    const float m_new = fmaxf(mi, x);
+    const float dr = di * expf(mi - m_new);  // d'_{j-1} e^{m_{j-1} - m_j}; 0 at the first key
+    const float e = expf(x - m_new);
+    const float d_new = dr + e;  // d'_j
+    for (int k = 0; k < kColsPerLane; ++k)
+      if (lane + 32 * k < p.d) o[k] = o[k] * (dr / d_new) + (e / d_new) * Vh[(size_t)j * p.d + lane + 32 * k];
+    mi = m_new;
+    di = d_new;
+  }
+  for (int k = 0; k < kColsPerLane; ++k)
+    if (lane + 32 * k < p.d) O[row * p.d + lane + 32 * k] = o[k];
+  if (lane == 0) {
+    L[row] = mi + logf(di);  // fully masked: -inf + log 0 = -inf
+    if (m) m[row] = mi;
+  }
+}
+
+// ---- tiled (FA2 Alg. 1): one block per (batch x head, Q tile) -------------------------------------
+
+constexpr int kOPerThread = kBr * kMaxHeadDim / kTileThreads;  // O_i lives in registers
+
+// Shared memory: Q_i [kBr, d] (scaled on load), K_j, V_j [kBc, d], S/P [kBr, kBc], per-row m, l, alpha.
+// Thread r < kBr owns row r's (m, l); thread t owns the O entries t, t + kTileThreads, ... of [kBr, d].
+__global__ void tiled_forward(Dims p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
+  SIMT_DYNAMIC_SHARED(float, smem);
+  const int d = p.d, t = threadIdx.x, r0 = blockIdx.x * kBr, br = min(kBr, p.Nq - r0);
+  const size_t bh = blockIdx.y;
+  float* Qs = smem;
+  float* Ks = Qs + kBr * d;
+  float* Vs = Ks + kBc * d;
+  float* S = Vs + kBc * d;
+  float* ms = S + kBr * kBc;
+  float* ls = ms + kBr;
+  float* alpha = ls + kBr;
+  const float* Qh = Q + (bh * p.Nq + r0) * d;
+  const float* Kh = K + bh * p.Nk * d;
+  const float* Vh = V + bh * p.Nk * d;
+  float* Oh = O + (bh * p.Nq + r0) * d;
+
+  // KV tiles this Q tile visits (causal: whole tiles past the last row's last key are skipped).
+  const int kmax = last_key(p, r0 + br - 1);
+  const int tiles = kmax < 0 ? 0 : kmax / kBc + 1;
+  if (tiles == 0) {  // every row fully masked (the same for the whole block): O = 0, L = m = -inf
+    for (int e = t; e < br * d; e += kTileThreads) Oh[e] = 0.0f;
+    if (t < br) {
+      L[bh * p.Nq + r0 + t] = -INFINITY;
+      if (m) m[bh * p.Nq + r0 + t] = -INFINITY;
+    }
+    return;
+  }
+
+  for (int e = t; e < kBr * d; e += kTileThreads) Qs[e] = e / d < br ? p.scale * Qh[e] : 0.0f;  // load Q_i
+  if (t < kBr) ms[t] = -INFINITY, ls[t] = 0.0f;  // read only by thread t until the last barrier
+  float o[kOPerThread];
+  for (int k = 0; k < kOPerThread; ++k) o[k] = 0.0f;
+
+  for (int jt = 0; jt < tiles; ++jt) {  // the inner loop over KV blocks j (FA2: Q block outer)
+    const int c0 = jt * kBc, bc = min(kBc, p.Nk - c0);
+    for (int e = t; e < kBc * d; e += kTileThreads) {  // load K_j, V_j; rows past Nk are zeros
+      const bool in = e / d < bc;
+      Ks[e] = in ? Kh[(size_t)c0 * d + e] : 0.0f;
+      Vs[e] = in ? Vh[(size_t)c0 * d + e] : 0.0f;
+    }
+    __syncthreads();  // Q_i (first tile), K_j, V_j are in shared memory before S reads them
+    for (int e = t; e < kBr * kBc; e += kTileThreads) {  // S_ij = (scale Q_i) K_j^T
+      const float* q = Qs + (e / kBc) * d;
+      const float* k = Ks + (e % kBc) * d;
+      float s = 0.0f;
+      for (int c = 0; c < d; ++c) s += q[c] * k[c];
+      S[e] = s;
+    }
+    __syncthreads();  // S is complete before the row owners read whole rows of it
+    if (t < kBr) {  // the §3.7 merge for row t: m_new, P = e^{S - m_new}, l, alpha = e^{m_old - m_new}
+      float* srow = S + t * kBc;
+      const int visible = t < br ? max(0, min(last_key(p, r0 + t) - c0 + 1, bc)) : 0;
+      if (visible == 0) {  // nothing of this row in the tile: P = 0, state unchanged
+        for (int j = 0; j < kBc; ++j) srow[j] = 0.0f;
+        alpha[t] = 1.0f;
+      } else {
+        float m_new = ms[t];
+        for (int j = 0; j < visible; ++j) m_new = fmaxf(m_new, srow[j]);
+        const float a = expf(ms[t] - m_new);  // 0 while m_old = -inf
+        float rowsum = 0.0f;
+        for (int j = 0; j < kBc; ++j) {
+          srow[j] = j < visible ? expf(srow[j] - m_new) : 0.0f;
+          rowsum += srow[j];
+        }
+        ls[t] = a * ls[t] + rowsum;
+        ms[t] = m_new;
+        alpha[t] = a;
+      }
+    }
+    __syncthreads();  // P and alpha are written before every thread updates its O entries
+    for (int k = 0; k < kOPerThread; ++k) {  // O_i = diag(alpha) O_i + P~_ij V_j
+      const int e = t + k * kTileThreads;
+      if (e >= kBr * d) break;
+      const int r = e / d, c = e % d;
+      float acc = 0.0f;
+      for (int j = 0; j < kBc; ++j) acc += S[r * kBc + j] * Vs[j * d + c];
+      o[k] = alpha[r] * o[k] + acc;
+    }
+    __syncthreads();  // everyone is done with K_j, V_j, S before the next tile overwrites them
+  }
+
+  for (int k = 0; k < kOPerThread; ++k) {  // deferred normalisation: O_i / l (l = 0: fully masked row)
+    const int e = t + k * kTileThreads;
+    if (e >= br * d) break;
+    const float l = ls[e / d];
+    Oh[e] = l == 0.0f ? 0.0f : o[k] / l;
+  }
+  if (t < br) {
+    L[bh * p.Nq + r0 + t] = ls[t] == 0.0f ? -INFINITY : ms[t] + logf(ls[t]);
+    if (m) m[bh * p.Nq + r0 + t] = ms[t];
+  }
+}
+
+unsigned blocks_for(size_t n, int per_block) { return (unsigned)((n + per_block - 1) / per_block); }
+
+}  // namespace
+
+namespace detail {
+
+void launch_naive_scores(const Dims& p, const float* Q, const float* K, float* S) {
+  const size_t n = (size_t)p.B * p.H * p.Nq * p.Nk;
+  simt::launch(naive_scores, dim3(blocks_for(n, 256)), dim3(256), 0, p, Q, K, S);
+}
+
+void launch_naive_softmax(const Dims& p, const float* S, float* P, float* L, float* m) {
+  const size_t rows = (size_t)p.B * p.H * p.Nq;
+  simt::launch(naive_softmax, dim3(blocks_for(rows, kRowWarps)), dim3(32 * kRowWarps), 0, p, S, P, L, m);
+}
+
+void launch_naive_pv(const Dims& p, const float* P, const float* V, float* O) {
+  const size_t n = (size_t)p.B * p.H * p.Nq * p.d;
+  simt::launch(naive_pv, dim3(blocks_for(n, 256)), dim3(256), 0, p, P, V, O);
+}
+
+void launch_flash_row(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
+  const size_t rows = (size_t)p.B * p.H * p.Nq;
+  simt::launch(flash_row, dim3(blocks_for(rows, kRowWarps)), dim3(32 * kRowWarps), 0, p, Q, K, V, O, L, m);
+}
+
+void launch_tiled(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
+  const size_t smem = sizeof(float) * ((size_t)(kBr + 2 * kBc) * p.d + kBr * kBc + 3 * kBr);
+  const dim3 grid(blocks_for((size_t)p.Nq, kBr), (unsigned)(p.B * p.H));
+  simt::launch(tiled_forward, grid, dim3(kTileThreads), smem, p, Q, K, V, O, L, m);
+}
+
+}  // namespace detail
+}  // namespace ladder::cuda::attention

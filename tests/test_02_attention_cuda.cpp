@@ -1,0 +1,166 @@
+// tests/test_02_attention_cuda.cpp -- stage 02 CUDA rungs (run on the CPU through SIMT) vs the fp64
+// oracle under the tolerance rule (forward k = 2: O, L, m; backward k = 3: dQ | dK | dV and D), with the
+// naive reference rung at float32 as the baseline, as tests/test_02_attention.cpp does. CTest runs this
+// binary under SIMT_SCHEDULE=forward, reverse and random:1, and once more in the TSan build, so a
+// missing __syncthreads fails at least one of them. Shapes stay small (every CUDA thread is a fiber):
+// the golden cases up to 239 x 1 / 1 x 239; q239_k239_d128 and the ~1k cases are left to the
+// reference tests (tens of millions of fiber steps each, and TSan's fibers are memory-hungry).
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <string>
+#include <vector>
+
+#include "ladder/attention/golden.hpp"
+#include "ladder/cuda/attention.hpp"
+#include "ladder/cuda/device.hpp"
+#include "test_02_attention_util.hpp"
+
+using namespace ladder;
+using namespace ladder::attention;
+
+namespace {
+Coverage coverage;
+
+#if defined(SIMT_TSAN)
+// libgomp is not built with TSan: the references' host-side OpenMP runs on one thread here.
+const bool kOneOmpThread = [] {
+  omp_set_num_threads(1);
+  return true;
+}();
+#endif
+
+struct Case {
+  std::string name;
+  Problem p;
+  Array<float> Q, K, V, dO;
+  Array<double> O, L, m, D, dQ, dK, dV;  // the fp64 oracle
+};
+
+Case from_golden(const std::string& name) {
+  const GoldenCase& c = golden_case(name);
+  const GoldenInputs in = golden_inputs(c);
+  const GoldenOracle o = golden_oracle(c, in);
+  return {name, c.p, in.Q, in.K, in.V, in.dO, o.O, o.L, o.m, o.D, o.dQ, o.dK, o.dV};
+}
+
+Case random_case(int64_t B, int64_t H, int64_t Nq, int64_t Nk, int64_t d, bool causal, uint64_t seed) {
+  Case k;
+  k.name = "random B" + std::to_string(B) + " H" + std::to_string(H) + " q" + std::to_string(Nq) + " k" +
+           std::to_string(Nk) + " d" + std::to_string(d) + (causal ? " causal" : "");
+  k.p = Problem::make(B, H, Nq, Nk, d, causal);
+  Rng rng(seed);
+  k.Q = test::randn<float>(rng, {B, H, Nq, d});
+  k.K = test::randn<float>(rng, {B, H, Nk, d});
+  k.V = test::randn<float>(rng, {B, H, Nk, d});
+  k.dO = test::randn<float>(rng, {B, H, Nq, d});
+  const Array<double> Q = k.Q.cast<double>(), K = k.K.cast<double>(), V = k.V.cast<double>();
+  const Forward<double> f = run_forward<double>(&naive_forward<double>, k.p, Q, K, V);
+  const Grads<double> g = run_backward<double>(&naive_backward<double>, k.p, Q, K, V, f.O, k.dO.cast<double>(), f.L);
+  k.O = f.O, k.L = f.L, k.m = f.m, k.D = g.D, k.dQ = g.dQ, k.dK = g.dK, k.dV = g.dV;
+  return k;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> r;
+  for (const char* name : {"q1_k1_d32", "q97_k113_d32_causal", "q97_k97_d64_peaky", "q113_k97_d59_causal",
+                           "q239_k1_d64_causal", "q1_k239_d111_causal"})
+    r.push_back(from_golden(name));
+  // Awkward shapes: one query, lengths 33 and 97 (partial tiles and warps), head dims 59 and 128,
+  // causal with Nq > Nk and Nq < Nk, B x H > 1.
+  r.push_back(random_case(1, 1, 1, 33, 59, false, 301));
+  r.push_back(random_case(1, 2, 33, 97, 32, true, 302));
+  r.push_back(random_case(2, 1, 97, 33, 59, true, 303));
+  r.push_back(random_case(2, 2, 33, 33, 128, true, 304));
+  r.push_back(random_case(1, 1, 17, 1, 32, false, 305));
+  return r;
+}
+
+const std::vector<Case>& all_cases() {
+  static const std::vector<Case> c = cases();
+  return c;
+}
+}  // namespace
+
+TEST_CASE("the registry holds the four CUDA rungs of stage 02, each with a cost") {
+  const auto rungs = registry().stage(kStage, "cuda");
+  REQUIRE(rungs.size() == 4);
+  CHECK(rungs[0]->id == "naive");
+  CHECK(rungs[1]->id == "flash");
+  CHECK(rungs[2]->id == "tiled");
+  CHECK(rungs[3]->id == "backward_recompute");
+  for (const Rung* r : rungs) CHECK(r->cost({2, 4, 97, 113, 64, 1}).flops > 0);
+}
+
+TEST_CASE("every CUDA forward rung vs the fp64 oracle (O, L, m) on the small goldens and awkward shapes") {
+  for (const Case& k : all_cases()) {
+    CAPTURE(k.name);
+    const Forward<float> base = run_forward<float>(&naive_forward<float>, k.p, k.Q, k.K, k.V);
+    for (const Rung* r : registry().stage(kStage, "cuda")) {
+      if (is_backward(*r)) continue;
+      CAPTURE(r->key());
+      coverage.mark(*r);
+      const Forward<float> y = test::forward<float>(*r, k.p, k.Q, k.K, k.V);
+      for (auto [name, o, c, b] : {std::tuple{"O", &k.O, &y.O, &base.O}, std::tuple{"L", &k.L, &y.L, &base.L},
+                                   std::tuple{"m", &k.m, &y.m, &base.m}}) {
+        CAPTURE(name);
+        const CompareReport rep = compare(*o, *c, *b, test::kForward32);
+        CHECK_MESSAGE(rep.pass, rep.text());
+      }
+    }
+  }
+}
+
+TEST_CASE("the CUDA backward vs the fp64 oracle (dQ | dK | dV, D) on the small goldens and awkward shapes") {
+  for (const Case& k : all_cases()) {
+    CAPTURE(k.name);
+    // As in the reference tests: the float rungs consume the float forward's O and L.
+    const Forward<float> f = run_forward<float>(&tiled_forward_default<float>, k.p, k.Q, k.K, k.V);
+    const Grads<float> base = run_backward<float>(&naive_backward<float>, k.p, k.Q, k.K, k.V, f.O, k.dO, f.L);
+    const Array<double> oracle = test::gradient(Grads<double>{k.dQ, k.dK, k.dV, k.D});
+    for (const Rung* r : registry().stage(kStage, "cuda")) {
+      if (!is_backward(*r)) continue;
+      CAPTURE(r->key());
+      coverage.mark(*r);
+      const Grads<float> g = test::backward<float>(*r, k.p, k.Q, k.K, k.V, f.O, k.dO, f.L);
+      const CompareReport rep = compare(oracle, test::gradient(g), test::gradient(base), test::kBackward32);
+      CHECK_MESSAGE(rep.pass, "gradient (dQ | dK | dV): ", rep.text());
+      const CompareReport rd = compare(k.D, g.D, base.D, test::kBackward32);
+      CHECK_MESSAGE(rd.pass, "D: ", rd.text());
+    }
+  }
+}
+
+TEST_CASE("fully masked rows: O = 0, L = m = -inf, zero dQ (causal, Nq > Nk)") {
+  const Case& k = all_cases()[3];  // q113_k97_d59_causal: rows 0..15 of each head see no key
+  REQUIRE(k.name == "q113_k97_d59_causal");
+  for (const Rung* r : registry().stage(kStage, "cuda")) {
+    CAPTURE(r->key());
+    if (is_backward(*r)) {
+      const Forward<float> f = run_forward<float>(&tiled_forward_default<float>, k.p, k.Q, k.K, k.V);
+      const Grads<float> g = test::backward<float>(*r, k.p, k.Q, k.K, k.V, f.O, k.dO, f.L);
+      for (int64_t c = 0; c < 16 * k.p.d; ++c) CHECK(g.dQ.data[size_t(c)] == 0.0f);
+      continue;
+    }
+    const Forward<float> y = test::forward<float>(*r, k.p, k.Q, k.K, k.V);
+    for (int64_t i = 0; i < 16; ++i) {
+      CHECK(y.L.data[size_t(i)] == -INFINITY);
+      CHECK(y.m.data[size_t(i)] == -INFINITY);
+      for (int64_t c = 0; c < k.p.d; ++c) CHECK(y.O.data[size_t(i * k.p.d + c)] == 0.0f);
+    }
+  }
+}
+
+TEST_CASE("the host API rejects what the kernels cannot run, naming the parameter") {
+  cuda::DeviceBuffer<float> buf(size_t(4 * 129));
+  float* b = buf.data();
+  CHECK_THROWS_WITH_AS(cuda::attention::tiled(Problem::make(1, 1, 2, 2, 129), b, b, b, b, b, nullptr),
+                       doctest::Contains("d = 129 violates d <= kMaxHeadDim"), Error);
+  CHECK_THROWS_WITH_AS(cuda::attention::flash(Problem::make(1, 1, 0, 2, 8), b, b, b, b, b, nullptr),
+                       doctest::Contains("Nq = 0"), Error);
+  CHECK_THROWS_AS(cuda::attention::naive(Problem::make(1, 1, 2, 2, 8), nullptr, b, b, b, b, nullptr), Error);
+}
+
+TEST_CASE("every registered CUDA rung of stage 02 was exercised") {
+  CHECK(coverage.missing(registry(), kStage, "cuda").empty());
+}
