@@ -71,6 +71,20 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("reproduce: an unknown stage is bad input", ["reproduce", "99-nothing"], 2, "no stage",
            err_one_line=True)
     expect("an unknown subcommand is bad input", ["frobnicate"], 2, "", err_one_line=True)
+    eplb = os.path.join(tmp, "eplb")
+    expect("golden writes an EPLB case", ["golden", "05-eplb", "--case", "readme_hierarchical", "--out", eplb], 0,
+           "wrote")
+    phy2log = np.load(os.path.join(eplb, "phy2log.npy"))
+    np.save(os.path.join(tmp, "phy2log_i4.npy"), phy2log.astype(np.int32))
+    expect("check 05-eplb: an exact int32 phy2log passes", ["check", "05-eplb", eplb,
+           os.path.join(tmp, "phy2log_i4.npy")], 0, "PASS (exact)")
+    wrong = phy2log.copy()
+    wrong[0, [0, 1]] = wrong[0, [1, 0]]
+    np.save(os.path.join(tmp, "phy2log_swapped.npy"), wrong)
+    expect("check 05-eplb: two swapped slots fail", ["check", "05-eplb", eplb,
+           os.path.join(tmp, "phy2log_swapped.npy")], 1, "mismatching")
+    expect("check 05-eplb: a float candidate is bad input", ["check", "05-eplb", eplb,
+           os.path.join(eplb, "weight.npy")], 2, "integer dtype", err_one_line=True)
     expect("reproduce 01-softmax --quick writes the table", ["reproduce", "01-softmax", "--quick", "--out",
            os.path.join(tmp, "r")], 0, "paper")
 
