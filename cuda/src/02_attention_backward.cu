@@ -15,8 +15,8 @@
 //                  dV_j += P^T dO_i,  dP = dO_i V_j^T,  dS = P o (dP - D_i),  dK_j += scale dS^T Q_i
 //                  dQ_i += scale dS K_j                   (atomicAdd into device memory)
 // dQ by atomics, not a second pass: every KV block contributes to every dQ_i it sees, and the blocks
-// run concurrently. A second pass (one block per Q tile, looping over KV tiles) would recompute S, P
-// and dP, i.e. three more tile products per tile for a race-free, deterministic dQ; the atomics cost
+// run concurrently. A second pass (one block per Q tile, looping over KV tiles) would recompute S and
+// dP, i.e. 7 tile products per tile instead of 5, for a race-free, deterministic dQ; the atomics cost
 // one fp32 add per dQ element per KV tile and make dQ's summation order depend on timing (results
 // differ in the last bits from run to run on a GPU, which the tolerance rule allows). FA2's CUDA
 // kernel makes the same choice. Masked entries and fully masked rows (L = -inf) get P = dS = 0.
