@@ -6,9 +6,9 @@
 //   attention N=4096 B=8 d=128: tiled X GFLOP/s, naive Y, gemm Z; tiled/gemm R, tiled/naive S
 // Compare ratios within one run, not across runs.
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -94,15 +94,18 @@ class Summary : public benchmark::ConsoleReporter {
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
-    const double ref = rate_.count(128) ? rate_[128]["BM_tiled"] : 0;
-    std::fflush(stdout);
-    for (auto& [d, m] : rate_)
-      std::printf(
-          "attention N=%lld B=%lld d=%lld: tiled %.1f GFLOP/s, naive %.1f, gemm %.1f; tiled/gemm %.2f, tiled/naive "
-          "%.2f, tiled vs tiled(d=128) %.2f\n",
-          static_cast<long long>(kN), static_cast<long long>(kB), static_cast<long long>(d), m["BM_tiled"],
-          m["BM_naive"], m["BM_gemm"], m["BM_tiled"] / m["BM_gemm"], m["BM_tiled"] / m["BM_naive"],
-          ref > 0 ? m["BM_tiled"] / ref : 0.0);
+    const double ref = rate_.count(128) && rate_[128].count("BM_tiled") ? rate_[128]["BM_tiled"] : 0;
+    for (auto& [d, m] : rate_) {
+      auto get = [&m](const char* k) { return m.count(k) ? m[k] : 0.0; };
+      auto num = [](double v, const char* f) { return v > 0 ? fmt::format(fmt::runtime(f), v) : std::string("-"); };
+      const double tiled = get("BM_tiled"), naive = get("BM_naive"), gemm = get("BM_gemm");
+      fmt::print(
+          "attention N={} B={} d={}: tiled {} GFLOP/s, naive {}, gemm {}; tiled/gemm {}, tiled/naive {}, "
+          "tiled vs tiled(d=128) {}\n",
+          kN, kB, d, num(tiled, "{:.1f}"), num(naive, "{:.1f}"), num(gemm, "{:.1f}"),
+          num(gemm > 0 ? tiled / gemm : 0, "{:.2f}"), num(naive > 0 ? tiled / naive : 0, "{:.2f}"),
+          num(ref > 0 ? tiled / ref : 0, "{:.2f}"));  // "-" where a filter left a kernel out
+    }
   }
 
  private:
