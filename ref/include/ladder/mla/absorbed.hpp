@@ -39,8 +39,10 @@ void attend_latent_me(const Config& c, const Mat<T>& q_abs, const Mat<T>& q_pe, 
   const ConstMatMap<T> rows(&kv.data[b * Lmax * D], L, D);  // [c^KV | k^R] per token
   const ConstMatMap<T> qa(q_abs.row(b).data(), H, R), qr(q_pe.row(b).data(), H, c.qk_rope);
   Mat<T> S(H, L);
+  // lab:todo(scores_me) S = q_abs c^KV^T + q^R k^R^T: two gemm_nt on the cache rows in place, no concatenation
   gemm_nt<T>(qa, rows.leftCols(R), S);
   gemm_nt<T>(qr, rows.rightCols(c.qk_rope), S, true);
+  // lab:end
   for (int64_t h = 0; h < H; ++h) {
     T* s = &out.scores.data[(b * H + h) * Lmax];
     std::copy(S.row(h).data(), S.row(h).data() + L, s);
@@ -49,13 +51,17 @@ void attend_latent_me(const Config& c, const Mat<T>& q_abs, const Mat<T>& q_pe, 
   const Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>> A(&out.attn.data[b * H * Lmax], H, L,
                                                             Eigen::OuterStride<>(Lmax));
   MatMap<T> ob(o_lat.row(b).data(), H, R);
+  // lab:todo(latent_output) o^lat_b = a c^KV: the weights A [H, L] times the c^KV columns of the rows, into ob
   gemm_nn<T>(A, rows.leftCols(R), ob);
+  // lab:end
 }
 
 // The absorbed output path shared by A_CC, A_CC_ME: o = W_UV o^lat per head, u = W_O o.
 template <class T>
 void absorbed_output(const Weights<T>& W, const Mat<T>& o_lat, Output<T>& out) {
+  // lab:todo(absorbed_output) u = W_O o with o = absorb_output(W, o_lat) (step.hpp), into out.u
   output_projection(W, absorb_output(W, o_lat), out.u);
+  // lab:end
 }
 
 template <class T>

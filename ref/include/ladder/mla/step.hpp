@@ -111,9 +111,11 @@ template <class T>
 Mat<T> absorb_output(const Weights<T>& W, const Mat<T>& o_lat) {
   const Config& c = W.cfg;
   Mat<T> o(o_lat.rows(), c.n_heads * c.v_head);
+  // lab:todo(absorb_output) o_h = o^lat_h W_UV(h)^T for every head h: one gemm_nt per head into o
 #pragma omp parallel for schedule(static)
   for (int64_t h = 0; h < c.n_heads; ++h)
     gemm_nt<T>(o_lat.middleCols(h * c.kv_lora_rank, c.kv_lora_rank), W.W_UV(h), o.middleCols(h * c.v_head, c.v_head));
+  // lab:end
   return o;
 }
 

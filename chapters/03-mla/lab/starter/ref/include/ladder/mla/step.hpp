@@ -1,0 +1,125 @@
+// STARTER FILE of the lab (generated from the reference by `scripts/lab make`): fill in every TODO(lab: ...).
+// ladder/mla/step.hpp -- stage 03: one decode step's inputs and outputs, the state a rung prepares, and
+// the pieces the rungs share (scores -> softmax per row, the absorbed query, the output projections).
+//
+// A decode step (q_len 1): each of B sequences brings the hidden state h_b of its new token at
+// position q_pos[b] (by default L_b - 1: the cache already holds the new token's own row, as in
+// DeepSeek's code, where past_key_value.update runs before the attention). Every rung returns
+// u [B, hidden] = W_O [o_1; ...; o_H] (notes: u = W^O o); rungs that materialise them also return the
+// scores s = scale * q.k and the attention weights a = softmax(s) as [B, H, Lmax] (entries j >= L_b:
+// s = -inf, a = 0); flash_mla returns lse = log sum_j e^{s_j} [B, H] instead.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "ladder/mla/cache.hpp"
+#include "ladder/mla/gemm.hpp"
+#include "ladder/mla/layers.hpp"
+#include "ladder/softmax.hpp"
+
+namespace ladder::mla {
+
+template <class T>
+struct Step {
+  Mat<T> h;                    // [B, hidden] the new tokens' hidden states
+  std::vector<int64_t> q_pos;  // [B] their positions (RoPE)
+};
+
+template <class T>
+struct Output {
+  Mat<T> u;         // [B, hidden]
+  Array<T> scores;  // [B, H, Lmax] or empty
+  Array<T> attn;    // [B, H, Lmax] or empty
+  Array<T> lse;     // [B, H] (flash_mla) or empty
+};
+
+// AM's precomputed products (once per model): W_absQ [H * kv_lora, q_lora], W_absO [hidden, H * kv_lora].
+template <class T>
+struct Absorbed {
+  Mat<T> W_absQ, W_absO;
+};
+
+// What a rung builds before its decode steps (its prepare function, outside the timed step).
+template <class T>
+struct Prepared {
+  std::vector<int64_t> seqlens;  // [B]
+  Array<T> kv;                   // CC, A_CC, A_CC_ME, AM: the contiguous compressed cache [B, Lmax, kv_dim]
+  Array<T> K, V;                 // CD: [B, H, Lmax, nope + rope], [B, H, Lmax, v]
+  PagedCache<T> paged;           // flash_mla: the paged cache, read in place
+  std::shared_ptr<const Absorbed<T>> absorbed;  // AM (shared: one copy per model, not per cache)
+
+  int64_t batch() const { return static_cast<int64_t>(seqlens.size()); }
+  int64_t max_len() const {
+    int64_t m = 0;
+    for (int64_t L : seqlens) m = std::max(m, L);
+    return m;
+  }
+};
+
+// The default step of a cache: q_pos[b] = L_b - 1.
+inline std::vector<int64_t> default_positions(const std::vector<int64_t>& seqlens) {
+  std::vector<int64_t> p;
+  for (int64_t L : seqlens) p.push_back(L - 1);
+  return p;
+}
+
+template <class T>
+void check_step(const Weights<T>& W, const Prepared<T>& p, const Step<T>& s, const char* who) {
+  check_config(W.cfg, who);
+  check_hidden(W, s.h, who);
+  require(s.h.rows() == p.batch(), "mla {}: h.rows = {} violates h.rows == cache batch B = {}", who, s.h.rows(),
+          p.batch());
+  require(static_cast<int64_t>(s.q_pos.size()) == p.batch(), "mla {}: q_pos.size = {} violates == B = {}", who,
+          s.q_pos.size(), p.batch());
+}
+
+template <class T>
+Output<T> make_output(const Config& c, const std::vector<int64_t>& seqlens, int64_t Lmax, bool scores) {
+  const int64_t B = static_cast<int64_t>(seqlens.size());
+  Output<T> out;
+  out.u = Mat<T>(B, c.hidden);
+  if (scores) {
+    out.scores = Array<T>({B, c.n_heads, Lmax}, -std::numeric_limits<T>::infinity());
+    out.attn = Array<T>({B, c.n_heads, Lmax}, T(0));
+  }
+  return out;
+}
+
+// s[0, L) *= scale, then a = softmax(s) by the safe rung of stage 01 (ladder/softmax.hpp, notes Alg. 2).
+template <class T>
+void scale_and_softmax(T* s, T* a, int64_t L, T scale) {
+  for (int64_t j = 0; j < L; ++j) s[j] *= scale;
+  softmax::safe_row(s, a, L);
+}
+
+// q_abs_h = q^C_h W_UK(h) for every head (notes: einsum('hdc,bhid->bhic', q_absorb, q_nope)):
+// [B, H * kv_lora] from q^C [B, H * nope].
+template <class T>
+Mat<T> absorb_query(const Weights<T>& W, const Mat<T>& q_nope) {
+  const Config& c = W.cfg;
+  Mat<T> q_abs(q_nope.rows(), c.n_heads * c.kv_lora_rank);
+#pragma omp parallel for schedule(static)  // one region for all heads, not one per small product
+  for (int64_t h = 0; h < c.n_heads; ++h)
+    gemm_nn<T>(q_nope.middleCols(h * c.qk_nope, c.qk_nope), W.W_UK(h), q_abs.middleCols(h * c.kv_lora_rank, c.kv_lora_rank));
+  return q_abs;
+}
+
+// o_h = W_UV(h) o^lat_h for every head (notes eq. (5): einsum('bhqc,hdc->bhqd', o_, W_UV)):
+// [B, H * v] from the attention output in latent space o^lat [B, H * kv_lora].
+template <class T>
+Mat<T> absorb_output(const Weights<T>& W, const Mat<T>& o_lat) {
+  const Config& c = W.cfg;
+  Mat<T> o(o_lat.rows(), c.n_heads * c.v_head);
+  // TODO(lab: absorb_output): o_h = o^lat_h W_UV(h)^T for every head h: one gemm_nt per head into o
+  return o;
+}
+
+// u = W_O o (notes eq. (6)): [B, hidden] from o [B, H * v].
+template <class T>
+void output_projection(const Weights<T>& W, const Mat<T>& o, Mat<T>& u) {
+  gemm_nt<T>(o, W.W_O, u);
+}
+
+}  // namespace ladder::mla
