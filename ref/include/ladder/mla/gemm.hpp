@@ -12,7 +12,9 @@
 // So at top level every product runs inside our own region -- chunks shared out when the product is
 // large, otherwise one thread does it all (Eigen sees a team and stays serial).
 #pragma once
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 #include <atomic>
 #include <cstdint>
@@ -59,11 +61,21 @@ namespace detail {
 inline constexpr int64_t kGemmChunk = 128;         // output columns per parallel task
 inline constexpr int64_t kGemmParallelMacs = 1 << 18;  // below this a product runs on one thread
 
+// True where a product must run inline: inside a team already, one thread, or no OpenMP at all (the
+// notebooks' clang-repl compiles these headers without -fopenmp).
+inline bool run_inline() {
+#ifdef _OPENMP
+  return omp_in_parallel() || omp_get_max_threads() == 1;
+#else
+  return true;
+#endif
+}
+
 // Runs f(c) for c in [0, chunks): shared out over the threads when `parallel`, else on one thread;
 // always inside a team (see above), or inline when already in one or when there is one thread.
 template <class F>
 void for_chunks(int64_t chunks, bool parallel, F&& f) {
-  if (omp_in_parallel() || omp_get_max_threads() == 1) {
+  if (run_inline()) {
     for (int64_t c = 0; c < chunks; ++c) f(c);
     return;
   }
