@@ -87,6 +87,7 @@ void recompute_backward(const Problem& p, const T* Q, const T* K, const T* V, co
 
           auto pt = P.topLeftCorner(br, bc);
           auto ds = dS.topLeftCorner(br, bc);
+          // lab:todo(recompute_tile) notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (hidden entries and L = -inf rows 0); dV_j += P^T dO_i; dP = dO_i V_j^T; dS = P o (dP - D_i) into ds; dQ_i += scale dS K_j; dK_j += scale dS^T Q_i.
           pt.noalias() = q * k.transpose();   // S_ij (Q_i carries the scale)
           for (int64_t r = 0; r < br; ++r) {  // P_ij = e^{S_ij - L_i}, hidden entries 0
             const int64_t visible = std::clamp<int64_t>(p.last_key(r0 + r) - c0 + 1, 0, bc);
@@ -104,6 +105,7 @@ void recompute_backward(const Problem& p, const T* Q, const T* K, const T* V, co
             ds.row(r) = pt.row(r).cwiseProduct((ds.row(r).array() - Di(r)).matrix());
           dq.noalias() += T(p.scale) * (ds * k);  // dQ_i += scale dS K_j
           dk.noalias() += ds.transpose() * q;     // dK_j += scale dS^T Q_i (scale is in Q_i)
+          // lab:end
         }
         MatMap<T>(dK + (koff + c0) * d, bc, d) = dk;
         MatMap<T>(dV + (koff + c0) * d, bc, d) = dv;

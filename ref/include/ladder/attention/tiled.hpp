@@ -81,6 +81,7 @@ void tiled_forward(const Problem& p, const T* Q, const T* K, const T* V, T* O, T
         v = ConstMatMap<T>(V + (bh * Nk + c0) * d, bc, d);
         rd += 2 * bc * d;
         auto s = S.topLeftCorner(br, bc);
+        // lab:todo(tiled_tile) notes §3.7: S_ij = q k^T into s; per row r (causal: the first `visible` keys) m_new, alpha = e^{m - m_new}, P = e^{S - m_new} in s (hidden entries 0), l and O rescaled; then O_i += P V_j.
         s.noalias() = q * k.transpose();  // S_ij = scale Q_i K_j^T
 
         for (int64_t r = 0; r < br; ++r) {  // the online recurrence, row by row
@@ -99,8 +100,10 @@ void tiled_forward(const Problem& p, const T* Q, const T* K, const T* V, T* O, T
           mi(r) = m_new;
         }
         o.noalias() += s * v;  // O_i += P~_ij V_j
+        // lab:end
       }
 
+      // lab:todo(tiled_finish) FA2's deferred normalisation: O[row] = O_i[r] / l, L[row] = m + log l, m[row] if m is not null; a fully masked row (l = 0) gets O = 0, L = -inf.
       for (int64_t r = 0; r < br; ++r) {  // deferred normalisation, store O_i and L_i
         const int64_t row = bh * Nq + r0 + r;
         Eigen::Map<RowVec<T>> out(O + row * d, d);
@@ -113,6 +116,7 @@ void tiled_forward(const Problem& p, const T* Q, const T* K, const T* V, T* O, T
         }
         if (m) m[row] = mi(r);
       }
+      // lab:end
       wr += br * d + br;
       if (traffic) traffic->add(rd, wr);
     }
