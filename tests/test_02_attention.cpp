@@ -1,12 +1,18 @@
 // tests/test_02_attention.cpp -- stage 02 references on the golden cases: every registered rung (and
 // the tiled rungs at awkward tile sizes) vs the fp64 oracle, in float32 and float64, forward outputs
 // and intermediates (O, L, m, D) and gradients; the committed goldens regenerated from their seeds.
+//
+// The judge never runs code a lab student edits (tiled.hpp, recompute.hpp): the fp64 oracle is the
+// committed files (or, for a sampled case, the naive fp64 rung of naive.hpp), the float baselines are
+// the naive rungs, and the backward rungs get O and L from the naive float forward. The drift test
+// (a test of the oracle) is in the test suite "judge", which a lab leaves out.
 #include <doctest/doctest.h>
 
 #include <set>
 #include <tuple>
 
 #include "golden_util.hpp"
+#include "lab_check.hpp"
 #include "ladder/attention.hpp"
 #include "ladder/attention/golden.hpp"
 #include "ladder/core/golden.hpp"
@@ -44,38 +50,39 @@ Case load(const std::string& name) {
           {f8("O.npy"), f8("L.npy"), f8("m.npy"), f8("D.npy"), f8("dQ.npy"), f8("dK.npy"), f8("dV.npy")}};
 }
 
-void check_forward(const Case& k, const Forward<float>& y, const Forward<float>& base) {
+// O [B, H, Nq, d]; L, m [B, H, Nq]. `rung` names the candidate, `what` the case (and tiles, if any).
+template <class T>
+void check_forward(const std::string& rung, const std::string& what, const Case& k, const Forward<T>& y,
+                   const Forward<float>& base) {
+  constexpr bool f32 = std::is_same_v<T, float>;
   for (auto [name, o, c, b] : {std::tuple{"O", &k.o.O, &y.O, &base.O}, std::tuple{"L", &k.o.L, &y.L, &base.L},
                                std::tuple{"m", &k.o.m, &y.m, &base.m}}) {
-    CAPTURE(name);
-    const CompareReport r = compare(*o, *c, *b, test::kForward32);
-    CHECK_MESSAGE(r.pass, r.text());
-  }
-}
-
-void check_forward64(const Case& k, const Forward<double>& y, const Forward<float>& base) {
-  for (auto [name, o, c, b] : {std::tuple{"O", &k.o.O, &y.O, &base.O}, std::tuple{"L", &k.o.L, &y.L, &base.L},
-                               std::tuple{"m", &k.o.m, &y.m, &base.m}}) {
-    CAPTURE(name);
-    const CompareReport r = compare(*o, *c, test::scaled_baseline(*o, *b), test::kForward64);
-    CHECK_MESSAGE(r.pass, r.text());
+    const test::What w{rung, f32 ? "float32" : "float64", name, what, std::string(name) == "O" ? test::kBHRC : test::kBHR};
+    if constexpr (f32)
+      test::check_rule(w, *o, *c, *b, test::kForward32);
+    else
+      test::check_rule(w, *o, *c, test::scaled_baseline(*o, *b), test::kForward64);
   }
 }
 
 template <class T>
-void check_backward(const Case& k, const Grads<T>& g, const Grads<float>& base) {
+void check_backward(const std::string& rung, const std::string& what, const Case& k, const Grads<T>& g,
+                    const Grads<float>& base) {
   const Grads<double> og{k.o.dQ, k.o.dK, k.o.dV, k.o.D};
-  const Array<double> oracle = test::gradient(og);
-  const Array<float> b = test::gradient(base);
-  const bool f32 = std::is_same_v<T, float>;
-  const Tolerance tol = f32 ? test::kBackward32 : test::kBackward64;
-  const CompareReport r = f32 ? compare(oracle, test::gradient(g), b, tol)
-                              : compare(oracle, test::gradient(g), test::scaled_baseline(oracle, b), tol);
-  CHECK_MESSAGE(r.pass, "gradient (dQ | dK | dV): ", r.text());
-  const CompareReport rd =
-      f32 ? compare(k.o.D, g.D, base.D, tol) : compare(k.o.D, g.D, test::scaled_baseline(k.o.D, base.D), tol);
-  CHECK_MESSAGE(rd.pass, "D: ", rd.text());
+  constexpr bool f32 = std::is_same_v<T, float>;
+  const char* prec = f32 ? "float32" : "float64";
+  if constexpr (f32)
+    test::check_gradient(rung, prec, what, og, g, base, test::kBackward32);
+  else
+    test::check_gradient(rung, prec, what, og, g, base, test::kBackward64);
+  const test::What w{rung, prec, "D", what, test::kBHR};
+  if constexpr (f32)
+    test::check_rule(w, k.o.D, g.D, base.D, test::kBackward32);
+  else
+    test::check_rule(w, k.o.D, g.D, test::scaled_baseline(k.o.D, base.D), test::kBackward64);
 }
+
+std::string tiles_str(const Tiles& t) { return " tiles " + std::to_string(t.Br) + "x" + std::to_string(t.Bc); }
 
 const std::vector<Tiles> kAwkwardTiles = {{16, 24}, {37, 13}, {1, 7}};
 }  // namespace
@@ -91,18 +98,15 @@ TEST_CASE("every forward rung vs the fp64 oracle on every golden case (O, L, m; 
     const Forward<float> base = run_forward<float>(&naive_forward<float>, p, k.in.Q, k.in.K, k.in.V);
     for (const Rung* r : rungs) {
       if (is_backward(*r)) continue;
-      CAPTURE(r->key());
       coverage.mark(*r);
-      check_forward(k, test::forward<float>(*r, p, k.in.Q, k.in.K, k.in.V), base);
-      check_forward64(k, test::forward<double>(*r, p, Q, K, V), base);
+      check_forward(r->id, name, k, test::forward<float>(*r, p, k.in.Q, k.in.K, k.in.V), base);
+      check_forward(r->id, name, k, test::forward<double>(*r, p, Q, K, V), base);
     }
     for (const Tiles t : kAwkwardTiles) {  // many tiles, partial tiles, skipped tiles
-      CAPTURE(t.Br);
-      CAPTURE(t.Bc);
       auto tiled = [t](const Problem& q, const float* a, const float* b, const float* c, float* o, float* l, float* m) {
         tiled_forward(q, a, b, c, o, l, m, t);
       };
-      check_forward(k, run_forward<float>(tiled, p, k.in.Q, k.in.K, k.in.V), base);
+      check_forward("tiled", name + tiles_str(t), k, run_forward<float>(tiled, p, k.in.Q, k.in.K, k.in.V), base);
     }
   }
 }
@@ -114,28 +118,28 @@ TEST_CASE("every backward rung vs the fp64 oracle on every golden case (dQ, dK, 
     const Problem& p = k.c->p;
     const Array<double> Q = k.in.Q.cast<double>(), K = k.in.K.cast<double>(), V = k.in.V.cast<double>();
     const Array<double> dO = k.in.dO.cast<double>();
-    // The float rungs consume the float forward's O and L, as a kernel pipeline would.
-    const Forward<float> f = run_forward<float>(&tiled_forward_default<float>, p, k.in.Q, k.in.K, k.in.V);
+    // The float rungs consume a float forward's O and L, as a kernel pipeline would: the naive rung's,
+    // so that a wrong forward in a lab cannot make the backward rungs fail (or pass).
+    const Forward<float> f = run_forward<float>(&naive_forward<float>, p, k.in.Q, k.in.K, k.in.V);
     const Grads<float> base = run_backward<float>(&naive_backward<float>, p, k.in.Q, k.in.K, k.in.V, f.O, k.in.dO, f.L);
     for (const Rung* r : registry().stage(kStage, "ref")) {
       if (!is_backward(*r)) continue;
-      CAPTURE(r->key());
       coverage.mark(*r);
-      check_backward(k, test::backward<float>(*r, p, k.in.Q, k.in.K, k.in.V, f.O, k.in.dO, f.L), base);
-      check_backward(k, test::backward<double>(*r, p, Q, K, V, k.o.O, dO, k.o.L), base);
+      check_backward(r->id, name, k, test::backward<float>(*r, p, k.in.Q, k.in.K, k.in.V, f.O, k.in.dO, f.L), base);
+      check_backward(r->id, name, k, test::backward<double>(*r, p, Q, K, V, k.o.O, dO, k.o.L), base);
     }
     for (const Tiles t : kAwkwardTiles) {
-      CAPTURE(t.Br);
-      CAPTURE(t.Bc);
       auto bwd = [t](const Problem& q, const float* a, const float* b, const float* c, const float* o, const float* g,
                      const float* l, float* dq, float* dk, float* dv,
                      float* D) { recompute_backward(q, a, b, c, o, g, l, dq, dk, dv, D, t); };
-      check_backward(k, run_backward<float>(bwd, p, k.in.Q, k.in.K, k.in.V, f.O, k.in.dO, f.L), base);
+      check_backward("recompute", name + tiles_str(t), k,
+                     run_backward<float>(bwd, p, k.in.Q, k.in.K, k.in.V, f.O, k.in.dO, f.L), base);
     }
   }
 }
 
-TEST_CASE("goldens: every case regenerated from its seed equals the committed files (drift fails)") {
+TEST_CASE("goldens: every case regenerated from its seed equals the committed files (drift fails)" *
+          doctest::test_suite("judge")) {
   test::TempDir tmp;
   const auto names = golden_case_names();
   CHECK(names.size() == 11);
@@ -155,7 +159,7 @@ TEST_CASE("goldens: every case regenerated from its seed equals the committed fi
   }
 }
 
-TEST_CASE("goldens cover the issue's shapes: every length as Nq and Nk, every head dim, causal, B x H > 1") {
+TEST_CASE("goldens cover the stage's shapes: every length as Nq and Nk, every head dim, causal, B x H > 1") {
   std::set<int64_t> nq, nk, d;
   bool causal = false, plain = false, multi = false, more_q = false, more_k = false;
   for (const std::string& name : golden_case_names()) {

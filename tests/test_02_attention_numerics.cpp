@@ -122,7 +122,7 @@ TEST_CASE("fully masked rows (causal, Nq > Nk): O = 0, L = m = -inf, dQ = 0, D =
   const int64_t masked = p.Nq - p.Nk;  // rows i < Nq - Nk see no key
   for (const Rung* r : registry().stage(kStage, "ref")) {
     CAPTURE(r->key());
-    const Forward<float> f = run_forward<float>(&tiled_forward_default<float>, p, in.Q, in.K, in.V);
+    const Forward<float> f = run_forward<float>(&naive_forward<float>, p, in.Q, in.K, in.V);
     if (is_backward(*r)) {
       const Grads<float> g = test::backward<float>(*r, p, in.Q, in.K, in.V, f.O, in.dO, f.L);
       for (int64_t bh = 0; bh < p.heads(); ++bh)
@@ -155,7 +155,7 @@ TEST_CASE("one key: O = V exactly; a key seen by one row gets exactly that row's
       CHECK(test::forward<float>(*r, p1, one.Q, one.K, one.V).O.data == one.V.data);
       continue;
     }
-    const Forward<float> f = run_forward<float>(&tiled_forward_default<float>, c.p, in.Q, in.K, in.V);
+    const Forward<float> f = run_forward<float>(&naive_forward<float>, c.p, in.Q, in.K, in.V);
     const Grads<float> g = test::backward<float>(*r, c.p, in.Q, in.K, in.V, f.O, in.dO, f.L);
     for (int64_t bh = 0; bh < c.p.heads(); ++bh)
       for (int64_t j = 0; j < c.p.d; ++j)

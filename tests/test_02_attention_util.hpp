@@ -12,10 +12,11 @@
 #include "ladder/core/compare.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/core/rng.hpp"
+#include "lab_check.hpp"
 
 namespace ladder::test {
 
-// DESIGN.md's rule with the stage's fixed parameters: k = 2 forward, 3 backward, floor 4 ULPs.
+// The tolerance rule (core/compare.hpp) with the stage's fixed parameters: k = 2 forward, 3 backward, floor 4 ULPs.
 inline constexpr Tolerance kForward32{2, 4, 0x1p-23};
 inline constexpr Tolerance kBackward32{3, 4, 0x1p-23};
 inline constexpr Tolerance kForward64{2, 4, 0x1p-52};
@@ -33,6 +34,10 @@ Array<T> gradient(const attention::Grads<T>& g) {
   return r;
 }
 
+// Dimension names for failure positions: O, Q, dQ [B, H, Nq, d] (K, V, dK, dV: Nk rows); L, m, D [B, H, Nq].
+inline const std::vector<std::string> kBHRC = {"b", "h", "row", "col"};
+inline const std::vector<std::string> kBHR = {"b", "h", "row"};
+
 // fp64 rungs: there is no fp64 baseline distinct from the fp64 oracle, so the baseline error is the
 // fp32 baseline's error scaled to double precision (x eps64 / eps32 = 2^-29).
 inline Array<double> scaled_baseline(const Array<double>& oracle, const Array<float>& base32) {
@@ -40,6 +45,59 @@ inline Array<double> scaled_baseline(const Array<double>& oracle, const Array<fl
   for (int64_t i = 0; i < r.size(); ++i)
     if (std::isfinite(oracle.data[i])) r.data[i] += (static_cast<double>(base32.data[i]) - oracle.data[i]) * 0x1p-29;
   return r;
+}
+
+// The rule on the gradient, decided on (dQ | dK | dV) as one tensor (see gradient() above), reported
+// per output: a failure names the first output with bad elements (dQ, dK or dV), its first bad
+// element as [b, h, row, col] with expected and actual values, and how many elements of each output
+// are outside the tolerance -- so "only dK is off" is visible at once.
+template <class T>
+bool check_gradient(const std::string& rung, const std::string& precision, const std::string& what,
+                    const attention::Grads<double>& oracle, const attention::Grads<T>& cand,
+                    const attention::Grads<float>& base, Tolerance tol) {
+  const Array<double> o = gradient(oracle);
+  const Array<T> c = gradient(cand);
+  const Array<float> b32 = gradient(base);
+  CompareReport r;
+  if constexpr (std::is_same_v<T, float>)
+    r = compare(o, c, b32, tol);
+  else
+    r = compare(o, c, scaled_baseline(o, b32), tol);
+  if (r.pass) return true;
+  struct Part {
+    const char* name;
+    const Array<double>* o;
+    const Array<T>* c;
+  };
+  const Part parts[] = {{"dQ", &oracle.dQ, &cand.dQ}, {"dK", &oracle.dK, &cand.dK}, {"dV", &oracle.dV, &cand.dV}};
+  std::string counts, line;
+  for (const Part& part : parts) {
+    int64_t bad = 0, first = -1;
+    if (part.c->shape != part.o->shape) {
+      counts += fmt::format(" {} has shape {} where {} is expected;", part.name, shape_str(part.c->shape),
+                            shape_str(part.o->shape));
+      if (line.empty()) line = fmt::format("rung {} ({}), output {}, case {}: wrong shape", rung, precision, part.name, what);
+      continue;
+    }
+    for (int64_t i = 0; i < part.o->size(); ++i) {
+      const double ov = part.o->data[i], cv = static_cast<double>(part.c->data[i]);
+      const bool special = !std::isfinite(ov) || !std::isfinite(cv);
+      if ((special && !(ov == cv)) || (!special && std::abs(cv - ov) > r.tol)) {
+        if (first < 0) first = i;
+        ++bad;
+      }
+    }
+    counts += fmt::format(" {} {} of {}", part.name, bad, part.o->size());
+    if (first >= 0 && line.empty())
+      line = fmt::format("rung {} ({}), output {}, case {}: first bad element at {} of {}: expected {:.6e}, got {:.6e} "
+                         "(|err| {:.2e} > tolerance {:.2e})",
+                         rung, precision, part.name, what, position(first, part.o->shape, kBHRC),
+                         shape_str(part.o->shape), part.o->data[first], static_cast<double>(part.c->data[first]),
+                         std::abs(static_cast<double>(part.c->data[first]) - part.o->data[first]), r.tol);
+  }
+  if (line.empty()) line = fmt::format("rung {} ({}), output dQ|dK|dV, case {}: {}", rung, precision, what, r.failure);
+  FAIL_CHECK(line << "\n  elements outside the tolerance:" << counts << "\n  " << r.text());
+  return false;
 }
 
 template <class T>

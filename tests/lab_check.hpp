@@ -1,0 +1,85 @@
+// tests/lab_check.hpp -- the tolerance rule as a test check whose failure names the bug: the rung and
+// its precision, the output, the case, the first bad element as a position in the output's own
+// dimensions ([b, h, row, col] for attention) with the expected (fp64 oracle) and actual values.
+//
+// Every failure message starts with one line of a fixed form that scripts/lab collects into the lab's
+// summary:
+//   rung tiled (float32), output O, case q97_k113_d32_causal: first bad element at [b 0, h 1, row 96,
+//   col 5] of [1, 2, 97, 32]: expected 1.234e-01, got 5.678e-01 (|err| 4.4e-01 > tolerance 3.1e-07)
+// followed by the comparator's report (max errors, NMSE, share within tolerance).
+#pragma once
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ladder/core/compare.hpp"
+
+namespace ladder::test {
+
+struct What {
+  std::string rung;       // e.g. "online"
+  std::string precision;  // "float32" | "float64"
+  std::string output;     // e.g. "O", "dK", "y"
+  std::string test_case;  // golden case name, plus any variation ("tiles 37x13")
+  std::vector<std::string> dims = {};  // names of the output's dimensions, e.g. {"b", "h", "row", "col"}
+};
+
+// "[b 0, h 1, row 96, col 5]" for flat index i of an array of shape s (row-major).
+inline std::string position(int64_t i, const Shape& s, const std::vector<std::string>& dims) {
+  std::vector<int64_t> idx(s.size());
+  for (size_t k = s.size(); k-- > 0;) {
+    const int64_t n = s[k] > 0 ? s[k] : 1;
+    idx[k] = i % n;
+    i /= n;
+  }
+  std::string r = "[";
+  for (size_t k = 0; k < idx.size(); ++k) {
+    if (k) r += ", ";
+    if (dims.size() == idx.size()) r += dims[k] + " ";
+    r += std::to_string(idx[k]);
+  }
+  return r + "]";
+}
+
+// The first element the rule rejects: a NaN/inf where the oracle has none (or the reverse), else the
+// first finite element whose error exceeds the report's tolerance; -1 if none (the report then failed
+// on another ground, e.g. the shape).
+template <class C>
+int64_t first_bad(const Array<double>& oracle, const Array<C>& cand, const CompareReport& r) {
+  if (cand.shape != oracle.shape) return -1;
+  for (int64_t i = 0; i < oracle.size(); ++i) {
+    const double o = oracle.data[i], c = static_cast<double>(cand.data[i]);
+    if (std::isfinite(o) != std::isfinite(c) || (!std::isfinite(o) && !(o == c))) {
+      if (std::isnan(o) && std::isnan(c)) continue;
+      return i;
+    }
+    if (std::isfinite(o) && std::abs(c - o) > r.tol) return i;
+  }
+  return r.max_abs_index;
+}
+
+// The fixed first line of a failure (see the header comment).
+template <class C>
+std::string failure_line(const What& w, const Array<double>& oracle, const Array<C>& cand, const CompareReport& r) {
+  std::string s = fmt::format("rung {} ({}), output {}, case {}: ", w.rung, w.precision, w.output, w.test_case);
+  const int64_t i = first_bad(oracle, cand, r);
+  if (i < 0) return s + r.failure;
+  const double o = oracle.data[i], c = static_cast<double>(cand.data[i]);
+  return s + fmt::format("first bad element at {} of {}: expected {:.6e}, got {:.6e} (|err| {:.2e} > tolerance {:.2e})",
+                         position(i, oracle.shape, w.dims), shape_str(oracle.shape), o, c, std::abs(c - o), r.tol);
+}
+
+// The stage's rule on one output; one failing check with the message above when it does not hold.
+template <class C, class B>
+bool check_rule(const What& w, const Array<double>& oracle, const Array<C>& cand, const Array<B>& baseline,
+                Tolerance tol) {
+  const CompareReport r = compare(oracle, cand, baseline, tol);
+  if (r.pass) return true;
+  FAIL_CHECK(failure_line(w, oracle, cand, r) << "\n  " << r.text());
+  return false;
+}
+
+}  // namespace ladder::test
