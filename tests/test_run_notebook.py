@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Self-test of scripts/run-notebook: a good notebook passes; a compile error, a failing check and an
-invalid file each make it fail (exit 1, 1, 2) naming the cell. Small notebooks, no ladder library."""
+invalid file each make it fail (exit 1, 1, 2) naming the cell; a missing clang-repl is one line naming
+Debian's package (exit 2); --write stores the cells' outputs. Small notebooks, no ladder library."""
 import json
 import os
 import subprocess
@@ -28,6 +29,8 @@ CASES = [
      "cell 3: runtime failure"),
     ("nbformat 3", notebook(GOOD, nbformat=3), 2, "nbformat must be 4"),
     ("wrong kernel", notebook(GOOD, kernel="python3"), 2, "expected 'xcpp17'"),
+    ("no clang-repl", notebook(GOOD), 2, "clang-tools-19"),
+    ("write outputs", notebook(GOOD), 0, "outputs of 3 code cells stored"),
 ]
 
 
@@ -39,8 +42,16 @@ def main():
             path = os.path.join(tmp, "notebooks", name.replace(" ", "_") + ".ipynb")
             with open(path, "w") as f:
                 json.dump(nb, f)
-            p = subprocess.run([RUNNER, path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            env = dict(os.environ, CLANG_REPL="clang-repl-not-installed") if name == "no clang-repl" else None
+            args = [RUNNER, "--write", path] if name == "write outputs" else [RUNNER, path]
+            p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
             ok = p.returncode == want_rc and want_text in p.stdout
+            if name == "no clang-repl":  # one line, no traceback
+                ok = ok and len(p.stdout.strip().splitlines()) == 1 and "Traceback" not in p.stdout
+            if name == "write outputs":  # cell 2's printf is stored as its output
+                with open(path) as f:
+                    cells = json.load(f)["cells"]
+                ok = ok and cells[1]["outputs"][0]["text"] == ["answer 42\n"] and cells[1]["execution_count"] == 2
             print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {want_rc})")
             if not ok:
                 print(p.stdout)
