@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 LADDER := build/bin/ladder
 
-.PHONY: all setup configure build test test-unit test-tsan test-labs lab reproduce golden clean
+.PHONY: all setup configure build test test-unit test-tsan test-labs lab reproduce golden clean figures notebooks
 
 all: build
 
@@ -38,6 +38,15 @@ test-labs: build
 lab: setup
 	@test -n "$(LAB)" || (echo "usage: make lab LAB=01-softmax" >&2; exit 2)
 	@scripts/lab build $(LAB)
+
+# The chapters' figures, drawn by the project from its committed goldens and its own code
+# (scripts/figures/chNN_*.py, one per chapter; PNGs committed in chapters/NN-*/figures/).
+figures:
+	@for f in scripts/figures/ch*.py; do echo "$$f"; /usr/bin/python3 $$f || exit 1; done
+
+# The notebooks executed, their outputs stored in the .ipynb files (scripts/run-notebook --write).
+notebooks: build
+	@scripts/run-notebook --write notebooks/*.ipynb
 
 reproduce: build
 	@$(LADDER) reproduce --out reproduce
