@@ -4,7 +4,7 @@ ladder_add_test(test_03_mla
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_model.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cost.cpp
-  LIBS ladder_cuda ladder_core)
+  LIBS ladder_cuda ladder_core ladder_lab_oracle)
 # The CUDA rungs (cuda/src/03_mla*.cu) through SIMT in every schedule (and once under TSan), tiny shapes.
 ladder_add_test(test_03_mla_cuda
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda_planted.cu

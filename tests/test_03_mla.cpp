@@ -1,6 +1,11 @@
 // tests/test_03_mla.cpp -- stage 03 references: every rung vs the fp64 CD oracle on every golden case
 // (u, scores, attn, lse; float32 and float64), the rungs vs each other, goldens recomputed (drift
 // fails), thread-count independence, and deliberately wrong candidates that must be caught.
+//
+// The judge never runs code a lab student edits (absorbed.hpp, step.hpp): the fp64 oracle is the
+// committed files, the float32 baseline (CD) and the oracle of the random case come from
+// lab_oracle.hpp (the reference compiled apart). Tests of the judge itself -- drift, and wrong
+// candidates assembled from the rungs' pieces -- are in the test suite "judge", which a lab leaves out.
 #include <doctest/doctest.h>
 
 #include <limits>
@@ -16,6 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Loaded {
+  std::string name;
   Inputs in;
   Output<double> oracle;
 };
@@ -26,10 +32,13 @@ const Weights<float>& model() {
 }
 
 Loaded load_case(const std::string& name) {
-  return {load_inputs(test::mla_dir(name)), load_oracle(test::mla_dir(name))};
+  return {name, load_inputs(test::mla_dir(name)), load_oracle(test::mla_dir(name))};
 }
 
-Output<float> baseline(const Inputs& in) { return run(reference_rung<float>(Variant::CD), model(), in.cache, in.step); }
+// CD at float32 on the case, from the reference (lab_oracle.hpp).
+Output<float> baseline(const Loaded& c) {
+  return test::from_oracle(lab_oracle::mla_cd_baseline(test::mla_dir(kModelCase).string(), test::mla_dir(c.name).string()));
+}
 
 // A_CC_ME's decode with its pieces swapped: the wrong candidates below replace one piece each.
 Output<float> acc_me_with(const Weights<float>& W, const Inputs& in, const Mat<float>& q_abs, const Mat<float>& q_pe) {
@@ -54,15 +63,14 @@ TEST_CASE("every reference rung vs the fp64 oracle on every golden case (u, scor
   for (const GoldenCase& gc : golden_cases()) {
     CAPTURE(gc.name);
     const Loaded c = load_case(gc.name);
-    const Output<float> base = baseline(c.in);
+    const Output<float> base = baseline(c);
     const PagedCache<double> cache64 = cast_cache<double>(c.in.cache);
     const Step<double> step64 = cast_step<double>(c.in.step);
     for (const Rung* r : rungs) {
-      CAPTURE(r->key());
-      test::check_output(r->key() + " f32", test::run_rung(*r, model(), c.in.cache, c.in.step), c.oracle, base,
-                         c.in.cache.seqlens);
-      test::check_output(r->key() + " f64", test::run_rung(*r, W64, cache64, step64), c.oracle, base,
-                         c.in.cache.seqlens);
+      test::check_outputs(r->id, gc.name, test::run_rung(*r, model(), c.in.cache, c.in.step), c.oracle, base,
+                          c.in.cache.seqlens);
+      test::check_outputs(r->id, gc.name, test::run_rung(*r, W64, cache64, step64), c.oracle, base,
+                          c.in.cache.seqlens);
     }
   }
 }
@@ -70,7 +78,7 @@ TEST_CASE("every reference rung vs the fp64 oracle on every golden case (u, scor
 TEST_CASE("the rungs agree with each other: every pair of fp64 rungs within twice the fp64 rule") {
   const Loaded c = load_case("batch_ragged");
   const Weights<double> W64 = model().cast<double>();
-  const Output<float> base = baseline(c.in);
+  const Output<float> base = baseline(c);
   std::vector<std::pair<std::string, Array<double>>> u;
   for (const Rung* r : registry().stage(kStage, "ref"))
     u.emplace_back(r->id, test::as_array(test::run_rung(*r, W64, cast_cache<double>(c.in.cache),
@@ -89,15 +97,17 @@ TEST_CASE("every rung on awkward dimensions (hidden 97, 3 heads, q_lora 59, kv_l
   c.hidden = 97, c.n_heads = 3, c.q_lora_rank = 59, c.kv_lora_rank = 111, c.qk_nope = 13, c.qk_rope = 10, c.v_head = 7;
   const Weights<float> W = random_weights(c, 31);
   const Inputs in = make_inputs(W, InputSpec{{1, 113, 65}, 32, true, 1, true});
-  const Output<double> oracle = golden_oracle(W, in);
-  const Output<float> base = run(reference_rung<float>(Variant::CD), W, in.cache, in.step);
-  for (const Rung* r : registry().stage(kStage, "ref")) {
-    CAPTURE(r->key());
-    test::check_output(r->key(), test::run_rung(*r, W, in.cache, in.step), oracle, base, in.cache.seqlens);
-  }
+  // oracle (CD, fp64) and baseline (CD, fp32) from the reference, on the same weights and inputs
+  const lab_oracle::MlaPair ref = lab_oracle::mla_random_case({97, 3, 59, 111, 13, 10, 7}, 31, {1, 113, 65}, 32, true, 1, true);
+  const Output<double> oracle = test::from_oracle(ref.oracle);
+  const Output<float> base = test::from_oracle(ref.baseline);
+  for (const Rung* r : registry().stage(kStage, "ref"))
+    test::check_outputs(r->id, "awkward dims (hidden 97, 3 heads, ...)", test::run_rung(*r, W, in.cache, in.step),
+                        oracle, base, in.cache.seqlens);
 }
 
-TEST_CASE("goldens: every case regenerated from its seed equals the committed files (drift fails)") {
+TEST_CASE("goldens: every case regenerated from its seed equals the committed files (drift fails)" *
+          doctest::test_suite("judge")) {
   test::TempDir tmp;
   const auto names = golden_case_names();
   CHECK(names.size() == golden_cases().size() + 1);
@@ -120,7 +130,7 @@ TEST_CASE("goldens: every case regenerated from its seed equals the committed fi
   }
 }
 
-TEST_CASE("goldens cover the issue's cases: L in {1, 63, 64, 65, 1000}, ragged batch, shuffled table, NaN past L") {
+TEST_CASE("goldens cover the stage's cases: L in {1, 63, 64, 65, 1000}, ragged batch, shuffled table, NaN past L") {
   std::set<int64_t> lengths;
   bool ragged = false, shuffled = false;
   for (const GoldenCase& gc : golden_cases()) {
@@ -151,11 +161,12 @@ TEST_CASE("flash_mla: the split size does not matter beyond rounding (1, 2, 3 an
   for (const char* name : {"L_1000", "batch_ragged"}) {
     CAPTURE(name);
     const Loaded c = load_case(name);
-    const Output<float> base = baseline(c.in);
+    const Output<float> base = baseline(c);
     for (int64_t split : {1, 2, 3, 100}) {
       CAPTURE(split);
       const Output<float> o = decode_flash(model(), prepare_flash(model(), c.in.cache), c.in.step, FlashParams{split});
-      test::check_output("flash_mla", o, c.oracle, base, c.in.cache.seqlens);
+      test::check_outputs("flash_mla", std::string(name) + " split " + std::to_string(split), o, c.oracle, base,
+                          c.in.cache.seqlens);
     }
   }
 }
@@ -173,7 +184,8 @@ TEST_CASE("results do not depend on the OpenMP thread count (bit-identical)") {
   }
 }
 
-TEST_CASE("a wrong candidate is caught: W_UK absorbed with the wrong transpose") {
+TEST_CASE("a wrong candidate is caught: W_UK absorbed with the wrong transpose" *
+          doctest::test_suite("judge")) {
   // The classic bug: reading head h's W_UK [nope, kv_lora] memory as if it were [kv_lora, nope]
   // (a .view with the dims swapped), so q_abs_h[c] = sum_d W_UK_mem[c * nope + d] q_h[d].
   const Loaded c = load_case("L_65");
@@ -188,23 +200,25 @@ TEST_CASE("a wrong candidate is caught: W_UK absorbed with the wrong transpose")
     wrong.middleCols(h * cfg.kv_lora_rank, cfg.kv_lora_rank) =
         q_nope.middleCols(h * cfg.qk_nope, cfg.qk_nope) * swapped.transpose();
   }
-  const Output<float> base = baseline(c.in);
+  const Output<float> base = baseline(c);
   CHECK(passes(acc_me_with(W, c.in, absorb_query(W, q_nope), q_pe), c, base));  // the right pieces pass
   CHECK_FALSE(passes(acc_me_with(W, c.in, wrong, q_pe), c, base));
 }
 
-TEST_CASE("a wrong candidate is caught: RoPE interleaved on q while the cache's k_pe is half-split") {
+TEST_CASE("a wrong candidate is caught: RoPE interleaved on q while the cache's k_pe is half-split" *
+          doctest::test_suite("judge")) {
   const Loaded c = load_case("L_1000");
   const Weights<float>& W = model();
   const Mat<float> cQ = query_latent(W, c.in.step.h);
   const Mat<float> q_abs = absorb_query(W, query_nope(W, cQ));
   const Mat<float> q_pe_mixed = query_rope(W, cQ, c.in.step.q_pos, RopeLayout::Interleaved);
-  CHECK_FALSE(passes(acc_me_with(W, c.in, q_abs, q_pe_mixed), c, baseline(c.in)));
+  CHECK_FALSE(passes(acc_me_with(W, c.in, q_abs, q_pe_mixed), c, baseline(c)));
 }
 
-TEST_CASE("a wrong candidate is caught: reading one token past L (NaN rows past L_b)") {
+TEST_CASE("a wrong candidate is caught: reading one token past L (NaN rows past L_b)" *
+          doctest::test_suite("judge")) {
   const Loaded c = load_case("batch_ragged");  // sequence 2 (L = 65) is shorter than Lmax = 100
-  const Output<float> base = baseline(c.in);
+  const Output<float> base = baseline(c);
   for (const Rung* r : registry().stage(kStage, "ref")) {
     CAPTURE(r->key());
     const auto& f = r->fn<RungFns>().f32;
@@ -218,7 +232,8 @@ TEST_CASE("a wrong candidate is caught: reading one token past L (NaN rows past 
   }
 }
 
-TEST_CASE("a wrong candidate is caught: split-KV partials averaged instead of weighted by e^{lse_s - lse}") {
+TEST_CASE("a wrong candidate is caught: split-KV partials averaged instead of weighted by e^{lse_s - lse}" *
+          doctest::test_suite("judge")) {
   const Loaded c = load_case("L_1000");
   const Weights<float>& W = model();
   const Config& cfg = W.cfg;
@@ -241,7 +256,7 @@ TEST_CASE("a wrong candidate is caught: split-KV partials averaged instead of we
     for (int64_t k = 0; k < splits; ++k) s += o_parts[k * H * R + i];
     o_avg(0, i) = s / static_cast<float>(splits);
   }
-  const Output<float> base = baseline(c.in);
+  const Output<float> base = baseline(c);
   for (const auto& [o, right] : {std::pair{&o_lat, true}, std::pair{&o_avg, false}}) {
     Output<float> out = make_output<float>(cfg, c.in.cache.seqlens, 1000, false);
     absorbed_output(W, *o, out);

@@ -9,6 +9,8 @@
 #include <type_traits>
 
 #include "golden_util.hpp"
+#include "lab_check.hpp"
+#include "lab_oracle.hpp"
 #include "ladder/core/compare.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/registry.hpp"
@@ -17,7 +19,7 @@
 
 namespace ladder::test {
 
-// DESIGN.md's rule with the stage's fixed parameters: k = 2 (forward), floor 4 ULPs of the output dtype.
+// The tolerance rule (core/compare.hpp) with the stage's fixed parameters: k = 2 (forward), floor 4 ULPs of the output dtype.
 inline constexpr Tolerance kMla32{2, 4, 0x1p-23};
 inline constexpr Tolerance kMla64{2, 4, 0x1p-52};
 
@@ -54,31 +56,50 @@ Array<T> as_array(const Mat<T>& m) {
   return Array<T>::from(m);
 }
 
-// The rule on one named output; returns pass and reports a failure with the rung's key.
+// The judge's side in a lab (lab_oracle.hpp): the reference's outputs as this side's types.
 template <class T>
-bool check_one(const std::string& what, const Array<double>& oracle, const Array<T>& cand, const Array<float>& base32) {
-  CompareReport rep;
-  if constexpr (std::is_same_v<T, float>)
-    rep = compare(oracle, cand, base32, kMla32);
-  else
-    rep = compare(oracle, cand, scaled_baseline(oracle, base32), kMla64);
-  CHECK_MESSAGE(rep.pass, what << ": " << rep.text());
-  return rep.pass;
+Array<T> from_plain(const lab_oracle::Plain<T>& p) {
+  Array<T> a;
+  a.shape = p.shape;
+  a.data = p.data;
+  return a;
+}
+template <class T>
+mla::Output<T> from_oracle(const lab_oracle::MlaOut<T>& o) {
+  return {o.u, from_plain(o.scores), from_plain(o.attn), from_plain(o.lse)};
 }
 
-// u always; scores and attn where the rung materialises them; lse where it returns one (its baseline
-// is the log-sum-exp of the fp32 baseline's scores).
+// The rule on one named output; a failure names rung, output, case and the first bad element.
+template <class T>
+bool check_one(const What& w, const Array<double>& oracle, const Array<T>& cand, const Array<float>& base32) {
+  if constexpr (std::is_same_v<T, float>)
+    return check_rule(w, oracle, cand, base32, kMla32);
+  else
+    return check_rule(w, oracle, cand, scaled_baseline(oracle, base32), kMla64);
+}
+
+// u [B, hidden] always; scores and attn [B, H, Lmax] where the rung materialises them; lse [B, H]
+// where it returns one (its baseline is the log-sum-exp of the fp32 baseline's scores).
+template <class T>
+bool check_outputs(const std::string& rung, const std::string& test_case, const mla::Output<T>& cand,
+                   const mla::Output<double>& oracle, const mla::Output<float>& base32,
+                   const std::vector<int64_t>& seqlens) {
+  const std::string prec = std::is_same_v<T, float> ? "float32" : "float64";
+  const std::vector<std::string> bhl = {"b", "h", "key"};
+  bool ok = check_one({rung, prec, "u", test_case, {"b", "col"}}, as_array(oracle.u), as_array(cand.u), as_array(base32.u));
+  if (cand.scores.size() > 0) {
+    ok = check_one({rung, prec, "scores", test_case, bhl}, oracle.scores, cand.scores, base32.scores) && ok;
+    ok = check_one({rung, prec, "attn", test_case, bhl}, oracle.attn, cand.attn, base32.attn) && ok;
+  }
+  if (cand.lse.size() > 0)
+    ok = check_one({rung, prec, "lse", test_case, {"b", "h"}}, oracle.lse, cand.lse,
+                   mla::logsumexp_rows(base32.scores, seqlens)) && ok;
+  return ok;
+}
 template <class T>
 bool check_output(const std::string& key, const mla::Output<T>& cand, const mla::Output<double>& oracle,
                   const mla::Output<float>& base32, const std::vector<int64_t>& seqlens) {
-  bool ok = check_one(key + " u", as_array(oracle.u), as_array(cand.u), as_array(base32.u));
-  if (cand.scores.size() > 0) {
-    ok = check_one(key + " scores", oracle.scores, cand.scores, base32.scores) && ok;
-    ok = check_one(key + " attn", oracle.attn, cand.attn, base32.attn) && ok;
-  }
-  if (cand.lse.size() > 0)
-    ok = check_one(key + " lse", oracle.lse, cand.lse, mla::logsumexp_rows(base32.scores, seqlens)) && ok;
-  return ok;
+  return check_outputs(key, "(see CAPTURE)", cand, oracle, base32, seqlens);
 }
 
 }  // namespace ladder::test
