@@ -2,11 +2,15 @@
 // oracle under the tolerance rule, on every golden case and on awkward random shapes. CTest runs this
 // binary under SIMT_SCHEDULE=forward, reverse and random:1, and once more in the TSan build, so a
 // missing __syncthreads in cuda/src/01_softmax.cu fails at least one of them.
+// The oracle is the committed y.npy, or the reference's fp64 safe softmax, and the float baseline the
+// reference's safe rung, both from lab_oracle.hpp: never the lab student's softmax.hpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
 #include "golden_util.hpp"
+#include "lab_check.hpp"
+#include "lab_oracle.hpp"
 #include "ladder/core/compare.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
@@ -29,10 +33,15 @@ Array<float> run(const Rung& r, const Array<float>& x) {
   r.fn<softmax::RowsFns>().f32(x.data.data(), y.data.data(), x.rows(), x.cols());
   return y;
 }
-void check_against_oracle(const Rung& r, const Array<float>& x, const Array<double>& oracle) {
-  const Array<float> y = run(r, x);
-  const CompareReport rep = compare(oracle, y, softmax::apply(&softmax::safe_rows<float>, x), Tolerance{});
-  CHECK_MESSAGE(rep.pass, r.key() << ": " << rep.text());
+// The reference's rows function (lab_oracle.hpp): the judge's baselines and fp64 oracle.
+template <class T>
+Array<T> reference(const std::string& rung, const Array<T>& x) {
+  Array<T> y(x.shape);
+  lab_oracle::softmax_rows(rung, x.data.data(), y.data.data(), x.rows(), x.cols());
+  return y;
+}
+void check_against_oracle(const Rung& r, const Array<float>& x, const Array<double>& oracle, const std::string& what) {
+  test::check_rule({r.id, "float32", "y", what, {"row", "col"}}, oracle, run(r, x), reference("safe", x), Tolerance{});
 }
 }  // namespace
 
@@ -56,20 +65,20 @@ TEST_CASE("every CUDA rung vs the fp64 oracle on every golden case") {
         const Array<float> y = run(*r, x);
         bool nonfinite = false;
         for (float v : y.data) nonfinite = nonfinite || !std::isfinite(v);
-        CHECK(nonfinite);  // the naive rung's lesson holds on the GPU too
+        CHECK_MESSAGE(nonfinite, "rung v1_naive (float32), output y, case " << name  // the lesson holds on the GPU too
+                                 << ": expected an overflow (inf/NaN), got finite values everywhere");
         continue;
       }
       if (!sampled) {
-        check_against_oracle(*r, x, load_npy<double>(dir / "y.npy"));
+        check_against_oracle(*r, x, load_npy<double>(dir / "y.npy"), name);
         continue;
       }
       const Array<int64_t> idx = load_npy<int64_t>(dir / "sample_index.npy");
       const Array<double> ys = load_npy<double>(dir / "y_sample.npy");
-      const Array<float> y = run(*r, x), base = softmax::apply(&softmax::safe_rows<float>, x);
+      const Array<float> y = run(*r, x), base = reference("safe", x);
       Array<float> cs(ys.shape), bs(ys.shape);
       for (int64_t i = 0; i < idx.size(); ++i) cs.data[i] = y.data[idx.data[i]], bs.data[i] = base.data[idx.data[i]];
-      const CompareReport rep = compare(ys, cs, bs, Tolerance{});
-      CHECK_MESSAGE(rep.pass, rep.text());
+      test::check_rule({r->id, "float32", "y", name + " (sampled columns)", {"sample"}}, ys, cs, bs, Tolerance{});
     }
   }
 }
@@ -84,8 +93,9 @@ TEST_CASE("every CUDA rung on awkward shapes: cols in {1, 31, 32, 33, 97, 1023, 
       for (int64_t r = 0; r < rows; ++r)  // rows of different scales and offsets (stale state shows; naive stays below exp overflow)
         for (int64_t c = 0; c < cols; ++c)
           x.data[r * cols + c] = static_cast<float>((1 + r) * 0.5 * rng.normal() + 2.0 * static_cast<double>(r));
-      const Array<double> oracle = softmax::apply(&softmax::safe_rows<double>, x.cast<double>());
-      for (const Rung* r : registry().stage(kStage, "cuda")) check_against_oracle(*r, x, oracle);
+      const Array<double> oracle = reference("safe", x.cast<double>());
+      const std::string what = "random " + std::to_string(rows) + "x" + std::to_string(cols);
+      for (const Rung* r : registry().stage(kStage, "cuda")) check_against_oracle(*r, x, oracle, what);
     }
   }
 }
@@ -96,7 +106,7 @@ TEST_CASE("a wrong kernel result is caught: v3 applied to a row-shifted input fa
   Array<float> shifted = x;
   std::rotate(shifted.data.begin(), shifted.data.begin() + 1, shifted.data.end());  // off-by-one column
   const Array<float> y = run(registry().find(kStage, "cuda", "v3_online"), shifted);
-  CHECK_FALSE(compare(oracle, y, softmax::apply(&softmax::safe_rows<float>, x), Tolerance{}).pass);
+  CHECK_FALSE(compare(oracle, y, reference("safe", x), Tolerance{}).pass);
 }
 
 TEST_CASE("bad shapes raise ladder::Error naming the parameter") {
