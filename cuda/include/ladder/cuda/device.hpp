@@ -1,10 +1,13 @@
 // ladder/cuda/device.hpp -- device memory for host code, in one place for both builds.
 //
-// nvcc: cudaMalloc / cudaMemcpy / cudaFree, every CUDA error thrown as ladder::Error.
-// g++ (SIMT): ordinary host memory; kernels run on the CPU and read it directly.
-// A fresh DeviceBuffer is poisoned with 0xFF bytes under SIMT (NaN floats, -1 integers), so a kernel
-// that reads memory nobody wrote -- an accumulator never zeroed -- fails loudly instead of finding
-// the zeros cudaMalloc sometimes happens to return. Call fill_zero() when zeros are meant.
+// The build decides, through one project macro seen by every translation unit (never __CUDACC__,
+// which g++-compiled host files, tests and registry wrappers do not see):
+//   LADDER_GPU (LADDER_CUDA=GPU, cmake/ladder_gpu.cmake): cudaMalloc / cudaMemcpy / cudaFree, every
+//     CUDA error thrown as ladder::Error; sync() surfaces asynchronous launch errors.
+//   otherwise (SIMT): ordinary host memory; kernels run on the CPU and read it directly.
+// A fresh DeviceBuffer is poisoned with 0xFF bytes in both (NaN floats, -1 integers; cudaMemset on the
+// GPU), so a kernel that reads memory nobody wrote -- an accumulator never zeroed -- fails loudly
+// instead of finding the zeros cudaMalloc often happens to return. Call fill_zero() when zeros are meant.
 // Host API functions (ladder::cuda::<stage>::<rung>) take device pointers (DeviceBuffer::data()).
 #pragma once
 #include <cstddef>
@@ -16,13 +19,13 @@
 
 #include "ladder/core/error.hpp"
 
-#if defined(__CUDACC__)
+#if defined(LADDER_GPU)
 #include <cuda_runtime.h>
 #endif
 
 namespace ladder::cuda {
 
-#if defined(__CUDACC__)
+#if defined(LADDER_GPU)
 // Throws ladder::Error naming the call and CUDA's description of the error.
 inline void check(cudaError_t status, const char* call) {
   if (status != cudaSuccess)
@@ -33,7 +36,7 @@ inline void check(cudaError_t status, const char* call) {
 // Waits for every launched kernel; surfaces errors of asynchronous launches. No-op under SIMT,
 // where simt::launch returns after the grid has finished.
 inline void sync() {
-#if defined(__CUDACC__)
+#if defined(LADDER_GPU)
   check(cudaGetLastError(), "kernel launch");
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 #endif
@@ -46,13 +49,17 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
 
-  // n elements, uninitialised (poisoned under SIMT).
+  // n elements, uninitialised (poisoned: 0xFF bytes).
   explicit DeviceBuffer(std::size_t n) : size_(n) {
     if (n == 0) return;
-#if defined(__CUDACC__)
+#if defined(LADDER_GPU)
     void* p = nullptr;
     check(cudaMalloc(&p, bytes()), "cudaMalloc");
     data_ = static_cast<T*>(p);
+    if (const cudaError_t status = cudaMemset(p, 0xFF, bytes()); status != cudaSuccess) {
+      free();  // the destructor does not run when the constructor throws
+      check(status, "cudaMemset (poison)");
+    }
 #else
     data_ = static_cast<T*>(::operator new(bytes(), alignment));
     std::memset(static_cast<void*>(data_), 0xFF, bytes());
@@ -86,7 +93,7 @@ class DeviceBuffer {
   void copy_from_host(const T* host, std::size_t n) {
     check_count("copy_from_host", host, n);
     if (n == 0) return;
-#if defined(__CUDACC__)
+#if defined(LADDER_GPU)
     check(cudaMemcpy(data_, host, n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy host to device");
 #else
     std::memcpy(static_cast<void*>(data_), host, n * sizeof(T));
@@ -97,7 +104,7 @@ class DeviceBuffer {
   void copy_to_host(T* host, std::size_t n) const {
     check_count("copy_to_host", host, n);
     if (n == 0) return;
-#if defined(__CUDACC__)
+#if defined(LADDER_GPU)
     check(cudaMemcpy(host, data_, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
 #else
     std::memcpy(static_cast<void*>(host), data_, n * sizeof(T));
@@ -113,7 +120,7 @@ class DeviceBuffer {
   // All bytes zero (cudaMemset).
   void fill_zero() {
     if (size_ == 0) return;
-#if defined(__CUDACC__)
+#if defined(LADDER_GPU)
     check(cudaMemset(data_, 0, bytes()), "cudaMemset");
 #else
     std::memset(static_cast<void*>(data_), 0, bytes());
@@ -132,7 +139,7 @@ class DeviceBuffer {
 
   void free() noexcept {
     if (!data_) return;
-#if defined(__CUDACC__)
+#if defined(LADDER_GPU)
     cudaFree(data_);  // cannot throw from a destructor; a failed free is reported by later calls
 #else
     ::operator delete(static_cast<void*>(data_), alignment);

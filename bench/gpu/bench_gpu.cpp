@@ -1,0 +1,279 @@
+// bench/gpu/bench_gpu.cpp -- the GPU benchmark (built only by LADDER_CUDA=GPU): every CUDA rung at the
+// shapes of the first H100 run, timed with CUDA events around the host API (its per-call scratch
+// cudaMalloc/cudaFree included) after warm-up, on random non-zero inputs, beside two floors measured
+// in the same run -- a device-to-device copy (bytes floor) and an FMA-bound kernel (fp32 FLOP floor)
+// -- and beside cuBLAS SGEMM for the GEMM-shaped steps. One table; ratios only within this run.
+//   bench_gpu [--json FILE] [--reps N]        (median of N timed calls, default 10, after 2 warm-ups)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "floors.hpp"
+#include "ladder/cuda/attention.hpp"
+#include "ladder/cuda/device.hpp"
+#include "ladder/cuda/mla.hpp"
+#include "ladder/cuda/softmax.hpp"
+#include "ladder/mla/cost.hpp"
+#include "ladder/mla/flash.hpp"
+
+using namespace ladder;
+using cuda::DeviceBuffer;
+namespace bg = ladder::bench_gpu;
+
+namespace {
+
+int g_reps = 10;
+
+void check_cublas(cublasStatus_t s, const char* call) {
+  require(s == CUBLAS_STATUS_SUCCESS, "{}: cuBLAS status {}", call, static_cast<int>(s));
+}
+
+// Median of g_reps calls of f, each between two CUDA events, after two untimed calls.
+double time_ms(const std::function<void()>& f) {
+  cudaEvent_t a, b;
+  cuda::check(cudaEventCreate(&a), "cudaEventCreate");
+  cuda::check(cudaEventCreate(&b), "cudaEventCreate");
+  for (int i = 0; i < 2; ++i) f();
+  cuda::sync();
+  std::vector<double> t;
+  for (int i = 0; i < g_reps; ++i) {
+    cuda::check(cudaEventRecord(a), "cudaEventRecord");
+    f();
+    cuda::check(cudaEventRecord(b), "cudaEventRecord");
+    cuda::sync();
+    float ms = 0;
+    cuda::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+DeviceBuffer<float> random_buffer(std::size_t n, std::uint64_t seed, float lo = 0.1f, float hi = 1.0f) {
+  DeviceBuffer<float> b(n);
+  bg::fill_random(b.data(), n, seed, lo, hi);
+  return b;
+}
+
+struct Row {
+  std::string rung, shape, kind;  // kind: "bytes" (rate GB/s) or "flops" (rate TFLOP/s)
+  double ms = 0, work = 0, floor_ms = 0, cublas_ms = NAN;
+};
+
+struct Floors {
+  double copy_gbs = 0, fma_tflops = 0;
+  double floor_ms(const Row& r) const {
+    return r.kind == "bytes" ? r.work / (copy_gbs * 1e9) * 1e3 : r.work / (fma_tflops * 1e12) * 1e3;
+  }
+};
+
+Floors measure_floors() {
+  Floors f;
+  const std::size_t n = std::size_t(1) << 28;  // 1 GiB of floats each way
+  DeviceBuffer<float> src = random_buffer(n, 1), dst(n);
+  const double copy_ms = time_ms([&] {
+    cuda::check(cudaMemcpyAsync(dst.data(), src.data(), n * sizeof(float), cudaMemcpyDeviceToDevice), "cudaMemcpy");
+  });
+  f.copy_gbs = 2.0 * double(n * sizeof(float)) / (copy_ms * 1e-3) / 1e9;  // read + write
+  int sms = 0;
+  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  DeviceBuffer<float> sink(1);
+  double flops = 0;
+  const double fma_ms = time_ms([&] { flops = bg::launch_fma_chain(sink.data(), sms * 32, 1 << 14); });
+  f.fma_tflops = flops / (fma_ms * 1e-3) / 1e12;
+  return f;
+}
+
+// C_z = A_z B_z^T for z < batch, row-major A [M,K], B [N,K], C [M,N] (cuBLAS is column-major: C^T = B A^T).
+void sgemm_nt(cublasHandle_t h, int M, int N, int K, const float* A, long long sA, const float* B, long long sB,
+              float* C, long long sC, int batch) {
+  const float one = 1, zero = 0;
+  check_cublas(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B, K, sB, A, K, sA, &zero, C, N,
+                                         sC, batch),
+               "cublasSgemmStridedBatched");
+}
+// C_z = A_z B_z, row-major A [M,K], B [K,N] with row stride ldb >= N, C [M,N].
+void sgemm_nn(cublasHandle_t h, int M, int N, int K, const float* A, long long sA, const float* B, int ldb,
+              long long sB, float* C, long long sC, int batch) {
+  const float one = 1, zero = 0;
+  check_cublas(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, ldb, sB, A, K, sA, &zero, C,
+                                         N, sC, batch),
+               "cublasSgemmStridedBatched");
+}
+
+void softmax_rows(std::vector<Row>& rows) {
+  const int64_t R = 16384, C = 4096;
+  DeviceBuffer<float> x = random_buffer(std::size_t(R * C), 2, 0.1f, 4.0f), y(std::size_t(R * C));
+  const std::string shape = fmt::format("{}x{} fp32", R, C);
+  const double bytes = 2.0 * double(R * C) * sizeof(float);
+  for (auto [name, fn] : {std::pair{"softmax v1_naive", &cuda::softmax::v1_naive},
+                          std::pair{"softmax v2_safe", &cuda::softmax::v2_safe},
+                          std::pair{"softmax v3_online", &cuda::softmax::v3_online},
+                          std::pair{"softmax v4_online_warp", &cuda::softmax::v4_online_warp}})
+    rows.push_back({name, shape, "bytes", time_ms([&, fn = fn] { fn(x.data(), y.data(), R, C); }), bytes});
+}
+
+void attention_rows(std::vector<Row>& rows, cublasHandle_t h) {
+  const auto p = attention::Problem::make(8, 1, 4096, 4096, 128);
+  const std::size_t q = std::size_t(p.B * p.H * p.Nq * p.d), kv = std::size_t(p.B * p.H * p.Nk * p.d),
+                    l = std::size_t(p.B * p.H * p.Nq);
+  DeviceBuffer<float> Q = random_buffer(q, 3), K = random_buffer(kv, 4), V = random_buffer(kv, 5), O(q), L(l), m(l);
+  DeviceBuffer<float> dO = random_buffer(q, 6), dQ(q), dK(kv), dV(kv), D(l);
+  const std::string shape = "B8 H1 N4096 d128 fp32";
+  const double nnd = double(p.B * p.H) * double(p.Nq) * double(p.Nk) * double(p.d);
+  // cuBLAS for the forward's two GEMMs (S = Q K^T, O = P V), batched over B x H; softmax not included.
+  DeviceBuffer<float> S(std::size_t(p.B * p.H * p.Nq * p.Nk));
+  const int N = int(p.Nq), d = int(p.d), bh = int(p.B * p.H);
+  const double cublas_fwd = time_ms([&] {
+    sgemm_nt(h, N, N, d, Q.data(), (long long)N * d, K.data(), (long long)N * d, S.data(), (long long)N * N, bh);
+    sgemm_nn(h, N, d, N, S.data(), (long long)N * N, V.data(), d, (long long)N * d, O.data(), (long long)N * d, bh);
+  });
+  for (auto [name, fn] : {std::pair{"attention fwd naive", &cuda::attention::naive},
+                          std::pair{"attention fwd flash (warp per row)", &cuda::attention::flash},
+                          std::pair{"attention fwd tiled", &cuda::attention::tiled}}) {
+    Row r{name, shape, "flops", time_ms([&, fn = fn] { fn(p, Q.data(), K.data(), V.data(), O.data(), L.data(), m.data()); }),
+          4 * nnd};
+    r.cublas_ms = cublas_fwd;
+    rows.push_back(r);
+  }
+  cuda::attention::tiled(p, Q.data(), K.data(), V.data(), O.data(), L.data(), m.data());  // O and L for the backward
+  rows.push_back({"attention bwd recompute", shape, "flops", time_ms([&] {
+                    cuda::attention::backward_recompute(p, Q.data(), K.data(), V.data(), O.data(), dO.data(), L.data(),
+                                                        dQ.data(), dK.data(), dV.data(), D.data());
+                  }),
+                  10 * nnd});
+}
+
+void mla_rows(std::vector<Row>& rows, cublasHandle_t h) {
+  const mla::Config c = mla::deepseek_v2();
+  const int64_t B = 64, Lc = 4096, H = c.n_heads, R = c.kv_dim(), page = 64;  // flash_mla pages: 64 rows (ladder/cuda/mla.hpp)
+  auto weight = [](int64_t out, int64_t in, std::uint64_t seed) {
+    const float s = 1.0f / std::sqrt(float(in));
+    return random_buffer(std::size_t(out * in), seed, 0.1f * s, s);
+  };
+  DeviceBuffer<float> W_DQ = weight(c.q_lora_rank, c.hidden, 10), q_norm = random_buffer(std::size_t(c.q_lora_rank), 11, 0.5f, 1.5f),
+                      W_UQ = weight(H * c.qk_nope, c.q_lora_rank, 12), W_QR = weight(H * c.qk_rope, c.q_lora_rank, 13),
+                      kv_b = weight(H * c.kv_b_rows(), c.kv_lora_rank, 14), W_O = weight(c.hidden, H * c.v_head, 15);
+  cuda::mla::Weights W{c, W_DQ.data(), q_norm.data(), W_UQ.data(), W_QR.data(), kv_b.data(), W_O.data()};
+  DeviceBuffer<float> hs = random_buffer(std::size_t(B * c.hidden), 16), rope = random_buffer(std::size_t(B * c.qk_rope), 17);
+  DeviceBuffer<int64_t> seqlens(std::vector<int64_t>(std::size_t(B), Lc));
+  DeviceBuffer<float> kv = random_buffer(std::size_t(B * Lc * R), 18), u(std::size_t(B * c.hidden)),
+                      scores(std::size_t(B * H * Lc)), attn(std::size_t(B * H * Lc)), lse(std::size_t(B * H));
+  const cuda::mla::Step s{B, Lc, hs.data(), rope.data(), seqlens.data()};
+  const std::string shape = fmt::format("DeepSeek-V2 B{} L{} fp32", B, Lc);
+  // cuBLAS for the step's two attention GEMMs per sequence: scores [H, L] = q [H, R] kv^T, o [H, kv_lora] = a kv.
+  DeviceBuffer<float> qa = random_buffer(std::size_t(B * H * R), 19), o(std::size_t(B * H * c.kv_lora_rank));
+  const double cublas_ms = time_ms([&] {
+    sgemm_nt(h, int(H), int(Lc), int(R), qa.data(), H * R, kv.data(), Lc * R, scores.data(), H * Lc, int(B));
+    sgemm_nn(h, int(H), int(c.kv_lora_rank), int(Lc), attn.data(), H * Lc, kv.data(), int(R), Lc * R, o.data(),
+             H * c.kv_lora_rank, int(B));
+  });
+  Row r{"MLA A_CC_ME full step", shape, "flops", time_ms([&] {
+          cuda::mla::a_cc_me(W, s, kv.data(), {u.data(), scores.data(), attn.data(), nullptr});
+        }),
+        mla::step_cost(mla::Variant::A_CC_ME, mla::cost_shape(c, B, Lc)).flops};
+  r.cublas_ms = cublas_ms;
+  rows.push_back(r);
+  // flash_mla: the same cache in pages of `page` rows, pages shuffled as a paged allocator leaves them.
+  const int64_t per_seq = Lc / page, num_blocks = B * per_seq;
+  std::vector<int32_t> table(static_cast<std::size_t>(num_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(20));
+  DeviceBuffer<int32_t> block_table(table);
+  for (int64_t split : {int64_t(4), int64_t(16)}) {
+    Row f{fmt::format("MLA flash_mla full step (split {})", split), shape, "flops", time_ms([&] {
+            cuda::mla::flash_mla(W, s, kv.data(), num_blocks, block_table.data(), per_seq, split,
+                                 {u.data(), nullptr, nullptr, lse.data()});
+          }),
+          mla::step_cost(mla::Variant::flash_mla, mla::cost_shape(c, B, Lc)).flops};
+    f.cublas_ms = cublas_ms;
+    rows.push_back(f);
+  }
+}
+
+void gemm_rows(std::vector<Row>& rows, cublasHandle_t h) {
+  const int64_t n = 4096;
+  DeviceBuffer<float> A = random_buffer(std::size_t(n * n), 21), Bm = random_buffer(std::size_t(n * n), 22), C(std::size_t(n * n));
+  cuda::mla::Gemm g;
+  g.M = g.N = g.K = n;
+  g.A = A.data(), g.a_m = n, g.a_k = 1;
+  g.B = Bm.data(), g.b_n = n, g.b_k = 1;
+  g.C = C.data(), g.c_m = n, g.c_n = 1;
+  Row r{"project GEMM kernel (16x16 tiles), C = A B^T", fmt::format("{0}x{0}x{0} fp32", n), "flops",
+        time_ms([&] { cuda::mla::gemm(g); }), 2.0 * double(n) * double(n) * double(n)};
+  r.cublas_ms = time_ms([&] { sgemm_nt(h, int(n), int(n), int(n), A.data(), 0, Bm.data(), 0, C.data(), 0, 1); });
+  rows.push_back(r);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (a == "--reps" && i + 1 < argc) g_reps = std::max(1, std::atoi(argv[++i]));
+    else throw Error(fmt::format("bench_gpu: argument '{}' violates usage [--json FILE] [--reps N]", a));
+  }
+  int dev_count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&dev_count);
+  if (status != cudaSuccess || dev_count == 0)
+    throw Error(fmt::format("bench_gpu: no CUDA device: {}",
+                            status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount found 0"));
+  cudaDeviceProp prop{};
+  cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  cublasHandle_t h;
+  check_cublas(cublasCreate(&h), "cublasCreate");
+  check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");  // true fp32: no TF32
+
+  const Floors f = measure_floors();
+  std::vector<Row> rows;
+  softmax_rows(rows);
+  attention_rows(rows, h);
+  mla_rows(rows, h);
+  gemm_rows(rows, h);
+  cublasDestroy(h);
+
+  fmt::print("# bench_gpu on {} ({} SMs), median of {} calls after 2 warm-ups\n", prop.name,
+             prop.multiProcessorCount, g_reps);
+  fmt::print("floors measured in this run: device-to-device copy {:.0f} GB/s (read + write); fp32 FMA chain "
+             "{:.1f} TFLOP/s\n\n",
+             f.copy_gbs, f.fma_tflops);
+  fmt::print("| rung | shape | ms | rate | floor ms | ÷ floor | cuBLAS ms (GEMM steps) | ÷ cuBLAS |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|\n");
+  nlohmann::json j{{"device", prop.name},
+                   {"sms", prop.multiProcessorCount},
+                   {"reps", g_reps},
+                   {"copy_gbs", f.copy_gbs},
+                   {"fma_tflops", f.fma_tflops},
+                   {"rows", nlohmann::json::array()}};
+  for (Row& r : rows) {
+    r.floor_ms = f.floor_ms(r);
+    const double rate = r.kind == "bytes" ? r.work / (r.ms * 1e-3) / 1e9 : r.work / (r.ms * 1e-3) / 1e12;
+    const std::string unit = r.kind == "bytes" ? "GB/s" : "TFLOP/s";
+    const bool has_cublas = !std::isnan(r.cublas_ms);
+    fmt::print("| {} | {} | {:.3f} | {:.2f} {} | {:.3f} | {:.2f} | {} | {} |\n", r.rung, r.shape, r.ms, rate, unit,
+               r.floor_ms, r.ms / r.floor_ms, has_cublas ? fmt::format("{:.3f}", r.cublas_ms) : "-",
+               has_cublas ? fmt::format("{:.2f}", r.ms / r.cublas_ms) : "-");
+    j["rows"].push_back({{"rung", r.rung}, {"shape", r.shape}, {"ms", r.ms}, {"rate", rate}, {"unit", unit},
+                         {"floor_ms", r.floor_ms}, {"over_floor", r.ms / r.floor_ms},
+                         {"cublas_ms", has_cublas ? nlohmann::json(r.cublas_ms) : nlohmann::json()}});
+  }
+  if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "{}\n", e.what());
+  return 1;
+}

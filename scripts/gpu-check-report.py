@@ -1,0 +1,99 @@
+"""scripts/gpu-check-report.py WORK -- writes WORK/report.md and WORK/report.json from what scripts/gpu-check
+left in WORK: steps.tsv, logs/, ctest.xml (junit), sanitizer/*.log, bench.json. Standard library only."""
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def first_line(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+        return out[-1] if out else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def main(work):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    steps = []
+    for line in read(os.path.join(work, "steps.tsv")).splitlines():
+        name, status, seconds, detail = (line.split("\t") + ["", "", "", ""])[:4]
+        steps.append({"step": name, "status": status, "seconds": int(seconds or 0), "detail": detail})
+
+    tests = []
+    if os.path.exists(os.path.join(work, "ctest.xml")):
+        for case in ET.parse(os.path.join(work, "ctest.xml")).getroot().iter("testcase"):
+            failed = case.find("failure") is not None or case.get("status") == "fail"
+            skipped = case.find("skipped") is not None
+            tests.append({"name": case.get("name"), "status": "fail" if failed else "skipped" if skipped else "pass",
+                          "seconds": float(case.get("time") or 0)})
+
+    sanitizer = []
+    sdir = os.path.join(work, "sanitizer")
+    for name in sorted(os.listdir(sdir)) if os.path.isdir(sdir) else []:
+        text = read(os.path.join(sdir, name))
+        binary, tool = name[:-4].rsplit(".", 1)
+        summary = re.findall(r"^========= (?:ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY).*$", text, re.M)
+        code = re.search(r" exit (\d+)\s*$", text)
+        sanitizer.append({"binary": binary, "tool": tool, "exit": int(code.group(1)) if code else None,
+                          "summary": "; ".join(s.replace("========= ", "") for s in summary)})
+
+    bench = None
+    if os.path.exists(os.path.join(work, "bench.json")):
+        bench = json.loads(read(os.path.join(work, "bench.json")))
+
+    meta = {
+        "commit": first_line(["git", "-C", root, "rev-parse", "--short", "HEAD"]),
+        "nvcc": first_line(["sh", "-c", "nvcc --version | grep release"]),
+        "cmake": "cmake " + first_line(["sh", "-c", "cmake --version | head -n 1 | cut -d' ' -f3"]),
+        "device": read(os.path.join(work, "logs", "device.log")).strip(),
+    }
+    passed = all(s["status"] in ("pass", "skipped") for s in steps) and {s["step"] for s in steps} >= {
+        "tests", "sanitize", "bench"}
+    result = {"pass": passed, "meta": meta, "steps": steps, "tests": tests, "sanitizer": sanitizer, "bench": bench}
+    with open(os.path.join(work, "report.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+
+    failed = [s["step"] for s in steps if s["status"] == "fail"]
+    verdict = "PASS" if passed else "FAIL" + (f" (failed: {', '.join(failed)})" if failed else " (steps missing)")
+    md = ["# gpu-check report", "", f"Result: **{verdict}**", ""]
+    md += [f"- commit {meta['commit']}; {meta['nvcc']}; {meta['cmake']}"]
+    md += [f"- {line}" for line in (meta["device"] or "device: not probed").splitlines()]
+    md += ["", "| step | status | s | log |", "|---|---|---|---|"]
+    md += [f"| {s['step']} | {s['status']} | {s['seconds']} | {s['detail']} |" for s in steps]
+    if tests:
+        n_pass = sum(t["status"] == "pass" for t in tests)
+        md += ["", f"## Tests: {n_pass} of {len(tests)} passed", "", "| test | status | s |", "|---|---|---|"]
+        md += [f"| {t['name']} | {t['status']} | {t['seconds']:.1f} |" for t in tests]
+    if sanitizer:
+        md += ["", "## compute-sanitizer", "", "| binary | tool | exit | summary |", "|---|---|---|---|"]
+        md += [f"| {s['binary']} | {s['tool']} | {s['exit']} | {s['summary']} |" for s in sanitizer]
+    if bench:
+        md += ["", "## Benchmark", "", f"{bench['device']}, {bench['sms']} SMs, median of {bench['reps']} calls. "
+               f"Floors measured in this run: copy {bench['copy_gbs']:.0f} GB/s, fp32 FMA {bench['fma_tflops']:.1f} "
+               "TFLOP/s.", "", "| rung | shape | ms | rate | ÷ floor | cuBLAS ms | ÷ cuBLAS |",
+               "|---|---|---|---|---|---|---|"]
+        for r in bench["rows"]:
+            cb = r.get("cublas_ms")
+            cb_ms = "-" if cb is None else f"{cb:.3f}"
+            cb_ratio = "-" if cb is None else f"{r['ms'] / cb:.2f}"
+            md.append(f"| {r['rung']} | {r['shape']} | {r['ms']:.3f} | {r['rate']:.2f} {r['unit']} | "
+                      f"{r['over_floor']:.2f} | {cb_ms} | {cb_ratio} |")
+    with open(os.path.join(work, "report.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(md) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

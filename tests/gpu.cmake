@@ -1,0 +1,19 @@
+# The native GPU build (LADDER_CUDA=GPU, cmake/ladder_gpu.cmake), configured and compiled from the CPU
+# build wherever nvcc is used (the ci preset): ctest -L gpu-build. Running its tests needs a device:
+# scripts/gpu-check. In the GPU build itself the CUDA tests carry the label "gpu".
+if(TARGET nvcc_check AND NOT LADDER_LAB)
+  set(launcher "")
+  if(CMAKE_CXX_COMPILER_LAUNCHER)
+    set(launcher -DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER})
+  endif()
+  add_test(NAME gpu_build
+           COMMAND ${CMAKE_COMMAND} -DSOURCE=${LADDER_ROOT} -DBINARY=${CMAKE_BINARY_DIR}/gpu-build -DARCH=90 -DJOBS=2
+                   ${launcher} -P ${LADDER_ROOT}/cmake/ladder_gpu_build_test.cmake)
+  # Two compiler processes: ctest -j counts them, so the test never oversubscribes a 2-core runner.
+  set_tests_properties(gpu_build PROPERTIES LABELS gpu-build PROCESSORS 2 TIMEOUT 3600)
+endif()
+# The tolerance rule's device-math allowance (ladder/core/device_math.hpp): v1_naive's kernel with an
+# expf moved by CUDA's documented 2-ulp bound passes the CUDA rule; 8x the bound and a dropped term
+# fail. SIMT only (the moved expf emulates a device library; the GPU build leaves it out).
+ladder_add_test(test_device_math SIMT SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_device_math_planted.cu
+                LIBS ladder_cuda ladder_core)
