@@ -8,6 +8,7 @@
 
 #include "ladder/attention.hpp"
 #include "ladder/attention/golden.hpp"
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/core/rng.hpp"
@@ -162,7 +163,9 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
     j["files"] = {"Q.npy", "K.npy", "V.npy",  "dO.npy", "O.npy", "L.npy",
                   "m.npy", "D.npy", "dQ.npy", "dK.npy", "dV.npy"};
   }
+  j["params"] = {{"causal", p.causal}, {"scale", p.scale}};  // the contract's params (ladder describe 02-attention)
   write_json(dir / "case.json", j);
+  seal_case(dir);  // digest of every file: `ladder check` refuses a changed folder
 }
 
 }  // namespace ladder::attention

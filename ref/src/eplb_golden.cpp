@@ -6,6 +6,7 @@
 // ties are specified (stable sort, lowest index wins; ladder/eplb/algorithm.hpp).
 #include <map>
 
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/core/registry.hpp"
@@ -119,7 +120,7 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
   j["description"] = c.what;
   j["params"] = {{"num_replicas", c.cfg.num_replicas}, {"num_groups", c.cfg.num_groups},
                  {"num_nodes", c.cfg.num_nodes},       {"num_gpus", c.cfg.num_gpus},
-                 {"num_packs", c.cfg.num_packs}};
+                 {"num_packs", c.cfg.num_packs},       {"rung", c.rung}};
   j["inputs"] = {"weight"};
   j["outputs"] = outputs;
   j["files"] = files;
@@ -129,6 +130,7 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
                    ? "the EPLB README example weights"
                    : "Zipf(s = 1) token counts from ladder::Rng(seed) via eplb::zipf_loads (ref/src/eplb_golden.cpp)";
   write_json(dir / "case.json", j);
+  seal_case(dir);  // digest of every file: `ladder check` refuses a changed folder
 }
 
 }  // namespace ladder::eplb

@@ -1,6 +1,7 @@
 // ref/src/eplb_registry.cpp -- registers the four stage-05 EPLB rungs (ladder/eplb.hpp).
 //
-// Every rung stores an eplb::RungFn (weight [L, n] fp64, Config -> named int64 outputs), so the
+// Every rung stores an eplb::RungFn (weight [L, n] fp64, Config -> named int64 outputs; the arithmetic
+// inside is eplb.py's float32), so the
 // tests, the golden writer and the CLI run all rungs through this table.
 //
 // Costs: EPLB moves indices, not tensors, so flops are the few divisions and additions the greedy
@@ -18,13 +19,16 @@ using eplb::Outputs;
 
 Array<Index> to_array(const eplb::IndexMat& m) { return Array<Index>::from(m); }
 
+// eplb.py's arithmetic: float32 (weight.float()), see ladder/eplb/algorithm.hpp.
+Mat<float> f32(const Mat<double>& w) { return eplb::detail::to_float32_weights(w); }
+
 Outputs packing_rung(const Mat<double>& w, const Config& c) {
-  const eplb::Packing p = eplb::balanced_packing(w, c.num_packs);
+  const eplb::Packing p = eplb::balanced_packing(f32(w), c.num_packs);
   return {{"pack_index", to_array(p.pack_index)}, {"rank_in_pack", to_array(p.rank_in_pack)}};
 }
 
 Outputs replicate_rung(const Mat<double>& w, const Config& c) {
-  const eplb::Replication r = eplb::replicate_experts(w, c.num_replicas);
+  const eplb::Replication r = eplb::replicate_experts(f32(w), c.num_replicas);
   return {{"phy2log", to_array(r.phy2log)}, {"rank", to_array(r.rank)}, {"logcnt", to_array(r.logcnt)}};
 }
 
@@ -34,12 +38,12 @@ Outputs placement_outputs(const eplb::Placement& p) {
 
 Outputs hierarchical_rung(const Mat<double>& w, const Config& c) {
   return placement_outputs(eplb::make_placement(
-      eplb::rebalance_experts_hierarchical(w, c.num_replicas, c.num_groups, c.num_nodes, c.num_gpus),
+      eplb::rebalance_experts_hierarchical(f32(w), c.num_replicas, c.num_groups, c.num_nodes, c.num_gpus),
       eplb::Policy::hierarchical, c.num_groups, c.num_nodes, c.num_gpus));
 }
 
 Outputs global_rung(const Mat<double>& w, const Config& c) {
-  return placement_outputs(eplb::make_placement(eplb::rebalance_experts_global(w, c.num_replicas, c.num_gpus),
+  return placement_outputs(eplb::make_placement(eplb::rebalance_experts_global(f32(w), c.num_replicas, c.num_gpus),
                                                 eplb::Policy::global, 1, c.num_nodes, c.num_gpus));
 }
 

@@ -5,6 +5,7 @@
 // shuffled block table and spare NaN pages (flash_mla's paged path; the other rungs gather it).
 #include "ladder/mla/golden.hpp"
 
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/golden_cases.hpp"
@@ -54,6 +55,7 @@ void write_model(const fs::path& dir) {
   j["layout"] = "nn.Linear [out, in]; kv_b head h: rows h*(nope+v) .. +nope = W_UK, next v rows = W_UV (mla/model.hpp)";
   j["files"] = files;
   write_json(dir / "case.json", j);
+  seal_case(dir);
 }
 
 }  // namespace
@@ -203,6 +205,7 @@ void write_golden_case(const std::string& name, const fs::path& dir, bool) {
   j["files"] = {"h.npy", "q_pos.npy", "seqlens.npy", "block_table.npy", "blocks.npy",
                 "u.npy", "scores.npy", "lse.npy"};
   write_json(dir / "case.json", j);
+  seal_case(dir);  // digest of every file: `ladder check` refuses a changed folder
 }
 
 }  // namespace ladder::mla

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/core/rng.hpp"
@@ -116,6 +117,7 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
     j["files"] = {"x.npy", "y.npy"};
   }
   write_json(dir / "case.json", j);
+  seal_case(dir);  // digest of every file: `ladder check` refuses a changed folder
 }
 
 }  // namespace ladder::softmax

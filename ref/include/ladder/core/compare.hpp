@@ -12,6 +12,12 @@
 // The tolerance is never tuned per tensor: k, floor_ulps and the baseline are fixed per stage.
 // The report names the max abs and rel error with their index, NMSE, cosine difference and the
 // share of elements within tolerance. Integer outputs are compared exactly (compare_exact).
+//
+// That max-abs form fits outputs of one scale (O, gradients, scores). Outputs whose scale varies
+// element to element -- probabilities span 1 down to 1e-38 in one row, and an error of 1e-8 is
+// rounding at 0.1 but a wrong answer at 1e-9 -- are judged by compare_elementwise (below): every
+// element at its own scale, plus the structural facts of a probability row. The stage's contract
+// (core/contract.hpp) says which form each output uses and why.
 #pragma once
 #include <fmt/format.h>
 
@@ -19,6 +25,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ladder/core/tensor.hpp"
 
@@ -34,9 +41,22 @@ struct Tolerance {
   double device_rel = 0;
 };
 
+// "[i, j, k]" for flat index `flat` of a C-order array of shape s ("[-]" for none).
+inline std::string index_str(const Shape& s, int64_t flat) {
+  if (flat < 0) return "[-]";
+  std::vector<int64_t> idx(s.size(), 0);
+  for (size_t d = s.size(); d-- > 0;) {
+    if (s[d] > 0) idx[d] = flat % s[d], flat /= s[d];
+  }
+  return shape_str(idx.empty() ? Shape{flat} : idx);
+}
+
 struct CompareReport {
   bool pass = false;
-  std::string failure;  // empty when pass; else the first rule that failed
+  std::string failure;                // empty when pass; else the first rule that failed
+  std::vector<std::string> failures;  // every rule that failed, one line each
+  std::string rule = "max_abs";
+  Shape shape;
   int64_t n = 0;
   double max_abs_err = 0, max_rel_err = 0;
   int64_t max_abs_index = -1, max_rel_index = -1;
@@ -44,13 +64,24 @@ struct CompareReport {
   double baseline_err = 0, floor = 0, tol = 0;
 
   std::string text() const {
-    std::string s = pass ? "PASS" : "FAIL: " + failure;
+    std::string s = pass ? "PASS (" + rule + " rule)" : "FAIL (" + rule + " rule): " + failure;
+    for (size_t i = 1; i < failures.size(); ++i) s += "\n  also: " + failures[i];
     s += fmt::format(
-        "\n  max abs err {:.3e} at [{}], max rel err {:.3e} at [{}]\n  NMSE {:.3e}, cosine diff {:.3e}, "
-        "{:.2f}% of {} elements within tolerance\n  tolerance {:.3e} = k * baseline err {:.3e} + floor {:.3e}",
-        max_abs_err, max_abs_index, max_rel_err, max_rel_index, nmse, cos_diff, pct_within, n, tol, baseline_err,
-        floor);
+        "\n  max abs err {:.3e} at {}, max rel err {:.3e} at {}\n  NMSE {:.3e}, cosine diff {:.3e}, "
+        "{:.2f}% of {} elements within tolerance\n",
+        max_abs_err, index_str(shape, max_abs_index), max_rel_err, index_str(shape, max_rel_index), nmse, cos_diff,
+        pct_within, n);
+    if (rule == "elementwise")
+      s += fmt::format("  tolerance per element = (k * baseline rel err at its magnitude + floor) * |oracle|; at the "
+                       "worst element {:.3e} (baseline rel err {:.3e}, floor {:.3e})",
+                       tol, baseline_err, floor);
+    else
+      s += fmt::format("  tolerance {:.3e} = k * baseline err {:.3e} + floor {:.3e}", tol, baseline_err, floor);
     return s;
+  }
+  void fail(std::string f) {
+    if (failure.empty()) failure = f;
+    failures.push_back(std::move(f));
   }
 };
 
@@ -77,8 +108,9 @@ template <class C, class B>
 CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const Array<B>& baseline, Tolerance tol) {
   CompareReport r;
   r.n = oracle.size();
+  r.shape = oracle.shape;
   if (cand.shape != oracle.shape) {
-    r.failure = "shape " + shape_str(cand.shape) + " where the oracle has " + shape_str(oracle.shape);
+    r.fail("shape " + shape_str(cand.shape) + " where the oracle has " + shape_str(oracle.shape));
     r.pct_within = 0;
     return r;
   }
@@ -121,11 +153,12 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
   r.cos_diff = (den > 0 && cc > 0) ? 1.0 - dot / std::sqrt(den * cc) : (num > 0 ? 1.0 : 0.0);
   r.pct_within = r.n ? 100.0 * static_cast<double>(within) / static_cast<double>(r.n) : 100.0;
   if (first_special >= 0) {
-    r.failure = fmt::format("NaN/inf position mismatch at [{}]: candidate {} where the oracle has {}", first_special,
-                            static_cast<double>(cand.data[first_special]), oracle.data[first_special]);
+    r.fail(fmt::format("NaN/inf position mismatch at {}: candidate {} where the oracle has {}",
+                       index_str(r.shape, first_special), static_cast<double>(cand.data[first_special]),
+                       oracle.data[first_special]));
   } else if (r.max_abs_err > r.tol) {
-    r.failure = fmt::format("max abs err {:.3e} at [{}] exceeds tolerance {:.3e}", r.max_abs_err, r.max_abs_index,
-                            r.tol);
+    r.fail(fmt::format("max abs err {:.3e} at {} exceeds tolerance {:.3e}", r.max_abs_err,
+                       index_str(r.shape, r.max_abs_index), r.tol));
   }
   r.pass = r.failure.empty();
   return r;
@@ -135,6 +168,7 @@ struct ExactReport {
   bool pass = false;
   std::string failure;
   int64_t mismatches = 0, first_mismatch = -1;
+  Shape shape;
   std::string text() const {
     return pass ? "PASS (exact)" : fmt::format("FAIL: {} ({} mismatching elements)", failure, mismatches);
   }
@@ -144,6 +178,7 @@ struct ExactReport {
 template <class T>
 ExactReport compare_exact(const Array<T>& expected, const Array<T>& cand) {
   ExactReport r;
+  r.shape = expected.shape;
   if (cand.shape != expected.shape) {
     r.failure = "shape " + shape_str(cand.shape) + " where " + shape_str(expected.shape) + " is expected";
     return r;
@@ -154,10 +189,12 @@ ExactReport compare_exact(const Array<T>& expected, const Array<T>& cand) {
       ++r.mismatches;
     }
   if (r.mismatches)
-    r.failure = fmt::format("element [{}] is {} where {} is expected", r.first_mismatch, cand.data[r.first_mismatch],
-                            expected.data[r.first_mismatch]);
+    r.failure = fmt::format("element {} is {} where {} is expected", index_str(r.shape, r.first_mismatch),
+                            cand.data[r.first_mismatch], expected.data[r.first_mismatch]);
   r.pass = r.failure.empty();
   return r;
 }
 
 }  // namespace ladder
+
+#include "ladder/core/compare_elementwise.hpp"

@@ -1,0 +1,149 @@
+// ladder/core/compare_elementwise.hpp -- the element-wise tolerance rule, for outputs whose scale
+// varies element to element (probabilities, attention weights). Included by core/compare.hpp.
+//
+// Why not max-abs: a softmax row of 4096 logits ~ N(0, 9) holds probabilities from 1e-2 down to 1e-12.
+// The largest absolute error sits at the largest entries, so max|c - o| <= k max|b - o| + floor lets any
+// entry below ~1e-7 be zeroed, scaled by 20 or made negative. Each element is judged at its own scale:
+//
+//   s_i   = max(|o_i|, tiny)            (tiny = smallest normal number of the candidate's dtype: below
+//                                        it the dtype has no relative precision left, so an FTZ
+//                                        device's 0 for a subnormal result is not an error)
+//   rel_i = |c_i - o_i| / s_i
+//   B(q)  = max rel error of the same-precision baseline over elements of binade q (s in [2^q, 2^q+1)),
+//           made non-increasing in magnitude: B'(q) = max_{q' >= q} B(q'). A softmax entry's rounding
+//           error grows with x_max - x_i = -log(p_i) + log(d), so a smaller entry is never allowed
+//           less than a larger one, and a bucket the baseline happened to get exactly right still
+//           inherits the error of its larger neighbours.
+//   pass  iff  rel_i <= k B'(q_i) + (floor_ulps + sqrt(cols)) * eps + device_rel   for every finite element
+//   (sqrt(cols) only for probability rows: the normaliser's summation error, common to the row)
+//   (device_rel: Tolerance's allowance for a device's math library, relative per element by derivation),
+// after the NaN/inf positions matched as in compare(). With `probability` set the structural facts of
+// a probability row hold too, whatever the precision: no negative entry; exactly 0 where `mask` (the
+// input) is -inf (which makes a fully masked row all zeros, the contract's value); and each row's sum
+// within k * (the baseline's worst row-sum error) + the same floor, of the oracle's row sum.
+#pragma once
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ladder/core/tensor.hpp"
+
+namespace ladder {
+
+inline CompareReport compare_elementwise(const Array<double>& oracle, const Array<double>& cand,
+                                         const Array<double>& baseline, Tolerance tol, bool probability = false,
+                                         const Array<double>* mask = nullptr) {
+  CompareReport r;
+  r.rule = "elementwise";
+  r.n = oracle.size();
+  r.shape = oracle.shape;
+  if (cand.shape != oracle.shape) {
+    r.fail("shape " + shape_str(cand.shape) + " where the oracle has " + shape_str(oracle.shape));
+    r.pct_within = 0;
+    return r;
+  }
+  require(baseline.shape == oracle.shape, "compare: baseline shape {} differs from oracle shape {}",
+          shape_str(baseline.shape), shape_str(oracle.shape));
+  require(!mask || mask->shape == oracle.shape, "compare: mask shape {} differs from oracle shape {}",
+          mask ? shape_str(mask->shape) : "", shape_str(oracle.shape));
+  const double tiny = tol.eps > 0x1p-40 ? static_cast<double>(std::numeric_limits<float>::min())
+                                        : std::numeric_limits<double>::min();
+  auto scale = [tiny](double o) { return std::max(std::abs(o), tiny); };
+  // Binade of s: ilogb in [-1075, 1024); offset so it indexes a vector.
+  constexpr int kOff = 1100, kBins = 2200;
+  auto bin = [](double s) { return std::ilogb(s) + kOff; };
+
+  std::vector<double> B(kBins, 0.0);
+  for (int64_t i = 0; i < r.n; ++i) {
+    const double o = oracle.data[i], b = baseline.data[i];
+    if (!std::isfinite(o) || !std::isfinite(b)) continue;
+    const double s = scale(o);
+    B[bin(s)] = std::max(B[bin(s)], std::abs(b - o) / s);
+  }
+  for (int q = kBins - 2; q >= 0; --q) B[q] = std::max(B[q], B[q + 1]);  // B'(q)
+  // device_rel: a device math library's excess (device_math.hpp). For a probability row every entry
+  // shares the normaliser's rounding, d = sum of `cols` terms, whose relative error depends on the
+  // summation order (sequential, pairwise, online rescaling): sqrt(cols) eps is its typical size for
+  // any order, and the fp64 baseline, being the oracle's own algorithm, shows none of it.
+  const double sum_ulps = probability ? std::sqrt(static_cast<double>(oracle.cols())) : 0.0;
+  r.floor = (tol.floor_ulps + sum_ulps) * tol.eps + tol.device_rel;
+
+  double num = 0, den = 0, dot = 0, cc = 0, worst = -1;
+  int64_t within = 0, first_special = -1, first_bad = -1;
+  for (int64_t i = 0; i < r.n; ++i) {
+    const double o = oracle.data[i], c = cand.data[i];
+    const int ko = detail::special_kind(o), kc = detail::special_kind(c);
+    if (ko != kc) {
+      if (first_special < 0) first_special = i;
+      continue;
+    }
+    if (ko != 0) {
+      ++within;
+      continue;
+    }
+    const double s = scale(o), e = std::abs(c - o), rel = e / s;
+    const double allowed = tol.k * B[bin(s)] + r.floor;
+    if (e > r.max_abs_err || r.max_abs_index < 0) r.max_abs_err = e, r.max_abs_index = i;
+    if (rel > r.max_rel_err || r.max_rel_index < 0) r.max_rel_err = rel, r.max_rel_index = i;
+    if (rel / allowed > worst) worst = rel / allowed, r.tol = allowed * s, r.baseline_err = B[bin(s)];
+    if (rel <= allowed)
+      ++within;
+    else if (first_bad < 0)
+      first_bad = i;
+    num += e * e, den += o * o, dot += c * o, cc += c * c;
+  }
+  r.nmse = den > 0 ? num / den : num;
+  r.cos_diff = (den > 0 && cc > 0) ? 1.0 - dot / std::sqrt(den * cc) : (num > 0 ? 1.0 : 0.0);
+  r.pct_within = r.n ? 100.0 * static_cast<double>(within) / static_cast<double>(r.n) : 100.0;
+  if (first_special >= 0)
+    r.fail(fmt::format("NaN/inf position mismatch at {}: candidate {} where the oracle has {}",
+                       index_str(r.shape, first_special), cand.data[first_special], oracle.data[first_special]));
+  if (first_bad >= 0) {
+    const double o = oracle.data[first_bad], s = scale(o);
+    r.fail(fmt::format("element {} is {:.9g} where the oracle has {:.9g}: rel err {:.3e} exceeds {:.3e} "
+                       "(k * baseline rel err {:.3e} at this magnitude + floor {:.3e}); {} elements fail",
+                       index_str(r.shape, first_bad), cand.data[first_bad], o, std::abs(cand.data[first_bad] - o) / s,
+                       tol.k * B[bin(s)] + r.floor, B[bin(s)], r.floor, r.n - within - (first_special >= 0)));
+  }
+  if (probability) {
+    int64_t neg = -1, nneg = 0, masked = -1, nmasked = 0;
+    for (int64_t i = 0; i < r.n; ++i) {
+      if (cand.data[i] < 0 && ++nneg && neg < 0) neg = i;
+      if (mask && mask->data[i] == -std::numeric_limits<double>::infinity() && cand.data[i] != 0 && ++nmasked &&
+          masked < 0)
+        masked = i;
+    }
+    if (neg >= 0)
+      r.fail(fmt::format("negative probability {:.9g} at {} ({} negative entries)", cand.data[neg],
+                         index_str(r.shape, neg), nneg));
+    if (masked >= 0)
+      r.fail(fmt::format("{:.9g} at {} where the input is -inf (exactly 0 required; {} such entries)",
+                         cand.data[masked], index_str(r.shape, masked), nmasked));
+    const int64_t rows = oracle.rows(), cols = oracle.cols();
+    std::vector<double> so(rows, 0), sc(rows, 0), sb(rows, 0);
+    double eb = 0;
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t i = row * cols + j;
+        so[row] += oracle.data[i], sc[row] += cand.data[i], sb[row] += baseline.data[i];
+      }
+      if (std::isfinite(sb[row]) && std::isfinite(so[row])) eb = std::max(eb, std::abs(sb[row] - so[row]));
+    }
+    const double sum_tol = tol.k * eb + r.floor;
+    for (int64_t row = 0; row < rows; ++row)
+      if (!(std::abs(sc[row] - so[row]) <= sum_tol * std::max(1.0, std::abs(so[row])))) {
+        r.fail(fmt::format("row {} sums to {:.12g} where the oracle's row sums to {:.12g} (|diff| {:.3e} exceeds "
+                           "k * baseline's worst row-sum err {:.3e} + floor {:.3e})",
+                           index_str(Shape(oracle.shape.begin(), oracle.shape.end() - 1), row), sc[row], so[row],
+                           std::abs(sc[row] - so[row]), eb, r.floor));
+        break;
+      }
+  }
+  r.pass = r.failures.empty();
+  return r;
+}
+
+}  // namespace ladder

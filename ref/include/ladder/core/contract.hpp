@@ -1,0 +1,157 @@
+// ladder/core/contract.hpp -- one case contract per stage: what goes in, what comes out, how it is judged.
+//
+// The contract is declared once, beside the stage's registry (ref/src/NN_stage_contract.cpp), and is
+// the only thing `ladder golden`, `ladder check`, `ladder oracle`, `ladder describe` and the Python
+// module read: the CLI has no per-stage branches. A stage declares
+//   * its inputs and outputs: name, dtype, symbolic shape, one line of meaning;
+//   * for each output, the rule that judges a candidate (core/compare.hpp) and WHY that rule fits:
+//       Rule::max_abs      one scale per tensor (O, gradients): max|c - o| <= k max|b - o| + floor;
+//       Rule::elementwise  scale varies element to element (probabilities): each element at its own
+//                          scale, plus the structural facts of a probability row (OutputSpec::probability);
+//       Rule::exact        integer outputs (maps, routing): equality;
+//   * the fp64 oracle (inputs, params) -> outputs, and the same-precision baseline rung (inputs,
+//     params, F4 or F8) -> float outputs, which sets the tolerance (k x its error);
+//   * optional extra rules a user may ask for by name (05-eplb: "valid").
+//
+// How a stage declares its contract (the whole of it for a one-input, one-output stage):
+//
+//   Contract softmax_contract() {            // ref/src/softmax_contract.cpp
+//     Contract c;
+//     c.stage = "01-softmax";
+//     c.inputs = {{"x", "<f4", "[rows, cols]", "logits; -inf = masked"}};
+//     c.outputs = {{"y", "<f8", "[rows, cols]", "softmax of each row", Rule::elementwise, 2, "why ...", true, "x"}};
+//     c.oracle = [](const Tensors& in, const nlohmann::json&) { ... return Tensors{{"y", to_npy(y)}}; };
+//     c.baseline = [](const Tensors& in, const nlohmann::json&, DType prec) { ... };
+//     return c;
+//   }
+// and adds one line `&softmax_contract,` to the table in ref/src/contract.cpp.
+//
+// Values travel as NpyData {dtype, shape, little-endian bytes}: exactly what a .npy file or a numpy
+// array holds, so files and Python share one path. Every entry point validates its arguments against
+// the contract and throws ladder::Error naming the tensor, the value and the constraint.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ladder/core/npy.hpp"
+#include "ladder/core/tensor.hpp"
+
+namespace ladder {
+
+enum class Rule { max_abs, elementwise, exact };
+const char* rule_name(Rule r);
+
+using Tensors = std::map<std::string, NpyData>;
+
+struct TensorSpec {
+  std::string name;
+  std::string dtype;  // "<f4", "<f8", "<i4", "<i8"; "<i4|<i8" accepts either
+  std::string shape;  // symbolic, e.g. "[rows, cols]"
+  std::string doc;
+};
+
+struct OutputSpec {
+  std::string name;
+  std::string dtype;  // of the expected (oracle) file; a float candidate may be <f4 or <f8
+  std::string shape;
+  std::string doc;
+  Rule rule = Rule::max_abs;
+  double k = 2;         // 2 forward, 3 backward (DESIGN.md)
+  std::string why;      // why this rule fits this output
+  bool probability = false;  // structural facts: >= 0, rows sum to the oracle's row sum
+  std::string masked_by;     // input whose -inf positions must give exactly 0 (empty: none)
+};
+
+struct ParamSpec {
+  std::string name, type, doc;
+};
+
+// The result of one check, as plain data (the CLI prints `text`, Python returns it as a dict).
+struct CheckReport {
+  bool pass = false;
+  std::string output, rule;
+  std::vector<std::string> failed;         // each rule that failed, one line each
+  std::map<std::string, double> metrics;   // max_abs_err, max_rel_err, nmse, cos_diff, pct_within, tol ...
+  std::string text;                        // the full readable report
+};
+
+struct Contract {
+  std::string stage, doc;
+  std::vector<TensorSpec> inputs;
+  std::vector<ParamSpec> params;
+  std::vector<OutputSpec> outputs;
+  std::string oracle_doc, baseline_doc;
+  std::function<Tensors(const Tensors& inputs, const nlohmann::json& params)> oracle;
+  std::function<Tensors(const Tensors& inputs, const nlohmann::json& params, DType precision)> baseline;
+  // Extra rules by name, for outputs where equality with the oracle is not the only right answer.
+  std::map<std::string, std::function<CheckReport(const Tensors& inputs, const nlohmann::json& params,
+                                                  const Tensors& expected, const std::string& output,
+                                                  const NpyData& candidate, const Tensors& companions)>>
+      extra_rules;
+  std::string extra_rules_doc;
+
+  const OutputSpec& output(const std::string& name) const;  // throws Error naming the known outputs
+};
+
+// Every stage's contract, in ladder order (the table in ref/src/contract.cpp).
+const std::vector<Contract>& contracts();
+// Throws "no stage 'x' (did you mean 'y'? stages: ...)".
+const Contract& contract(const std::string& stage);
+
+// Inputs checked against the contract (names, dtypes, ranks), then the oracle.
+Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::json& params);
+// Judges `candidate` as output `output` (empty: the first output) by the contract's rule, or by the
+// named extra rule. Bad candidates (wrong dtype or shape) throw Error; a wrong answer is pass = false.
+// `companions`: the candidate's other outputs, where an extra rule judges them together (05-eplb valid).
+CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
+                  std::string output, const NpyData& candidate, const std::string& rule = "",
+                  const Tensors& companions = {});
+// `ladder describe`: the contract as text.
+std::string describe(const Contract& c);
+
+// Case folders: case.json {stage, params, inputs, outputs, files, digest{file: sha256}} + one .npy per tensor.
+struct CaseFolder {
+  nlohmann::json manifest;
+  Tensors inputs, expected;
+  nlohmann::json params;
+  std::string note;  // e.g. "no digest: expected outputs recomputed by the oracle"
+};
+// Reads and verifies a case folder: every file listed in the digest must match (Error naming the file
+// otherwise); without a digest the expected outputs are recomputed from the inputs by the oracle.
+CaseFolder read_case(const Contract& c, const std::filesystem::path& dir);
+// Writes inputs, outputs and case.json (with params, the contract's rules and the digest).
+void write_case(const Contract& c, const std::filesystem::path& dir, const Tensors& inputs,
+                const nlohmann::json& params, const Tensors& outputs, nlohmann::json extra = nlohmann::json::object());
+// Adds "digest" (sha256 of every file case.json lists under "files") to an existing case.json.
+void seal_case(const std::filesystem::path& dir);
+std::string sha256_hex(const std::string& bytes);
+
+// NpyData <-> Array helpers.
+template <class T>
+NpyData to_npy(const Array<T>& a) {
+  NpyData d{dtype_of<T>(), a.shape, std::vector<unsigned char>(a.data.size() * sizeof(T))};
+  if (!a.data.empty()) std::memcpy(d.bytes.data(), a.data.data(), d.bytes.size());
+  return d;
+}
+// Exact dtype; `what` names the tensor in the error.
+template <class T>
+Array<T> from_npy(const NpyData& d, const std::string& what) {
+  require(d.dtype == dtype_of<T>(), "{}: dtype {} where {} is required", what, dtype_name(d.dtype),
+          dtype_name(dtype_of<T>()));
+  Array<T> a(d.shape);
+  if (!a.data.empty()) std::memcpy(a.data.data(), d.bytes.data(), a.data.size() * sizeof(T));
+  return a;
+}
+// Any dtype converted to double (integers exactly below 2^53).
+Array<double> npy_as_double(const NpyData& d);
+// <i4 or <i8 converted to int64; `what` names the tensor.
+Array<int64_t> npy_as_int64(const NpyData& d, const std::string& what);
+const NpyData& tensor(const Tensors& t, const std::string& name, const std::string& what);
+
+}  // namespace ladder

@@ -1,0 +1,203 @@
+// ref/src/contract.cpp -- the table of stage contracts and the generic oracle / check (core/contract.hpp).
+#include "ladder/core/contract.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "ladder/core/compare.hpp"
+#include "ladder/core/golden.hpp"
+
+namespace ladder {
+
+Contract softmax_contract();    // ref/src/softmax_contract.cpp
+Contract attention_contract();  // ref/src/attention_contract.cpp
+Contract eplb_contract();       // ref/src/eplb_contract.cpp
+
+const std::vector<Contract>& contracts() {
+  static const std::vector<Contract> table = [] {
+    std::vector<Contract> t;
+    for (auto* make : {&softmax_contract, &attention_contract, &eplb_contract}) t.push_back(make());
+    return t;
+  }();
+  return table;
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+bool dtype_allowed(const std::string& spec, DType d) { return spec.find(dtype_name(d)) != std::string::npos; }
+
+}  // namespace
+
+const char* rule_name(Rule r) {
+  switch (r) {
+    case Rule::max_abs: return "max_abs";
+    case Rule::elementwise: return "elementwise";
+    case Rule::exact: return "exact";
+  }
+  return "?";
+}
+
+const Contract& contract(const std::string& stage) {
+  std::vector<std::string> names;
+  const Contract* best = nullptr;
+  size_t best_d = 0;
+  for (const Contract& c : contracts()) {
+    if (c.stage == stage) return c;
+    names.push_back(c.stage);
+    const size_t d = edit_distance(stage, c.stage);
+    if (!best || d < best_d) best = &c, best_d = d;
+  }
+  throw Error(fmt::format("no stage '{}' ({}stages with a contract: {})", stage,
+                          best && best_d <= 3 ? "did you mean '" + best->stage + "'? " : "", fmt::join(names, ", ")));
+}
+
+const OutputSpec& Contract::output(const std::string& name) const {
+  std::vector<std::string> names;
+  for (const OutputSpec& o : outputs) {
+    if (o.name == name) return o;
+    names.push_back(o.name);
+  }
+  throw Error(fmt::format("{}: '{}' is not an output (outputs: {})", stage, name, fmt::join(names, ", ")));
+}
+
+const NpyData& tensor(const Tensors& t, const std::string& name, const std::string& what) {
+  auto it = t.find(name);
+  require(it != t.end(), "{}: tensor '{}' is missing", what, name);
+  return it->second;
+}
+
+Array<double> npy_as_double(const NpyData& d) {
+  Array<double> a(d.shape);
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const unsigned char* b = d.bytes.data() + static_cast<size_t>(i) * dtype_size(d.dtype);
+    switch (d.dtype) {
+      case DType::F4: { float v; std::memcpy(&v, b, 4); a.data[i] = v; break; }
+      case DType::F8: { std::memcpy(&a.data[i], b, 8); break; }
+      case DType::I4: { int32_t v; std::memcpy(&v, b, 4); a.data[i] = v; break; }
+      case DType::I8: { int64_t v; std::memcpy(&v, b, 8); a.data[i] = static_cast<double>(v); break; }
+    }
+  }
+  return a;
+}
+
+Array<int64_t> npy_as_int64(const NpyData& d, const std::string& what) {
+  require(d.dtype == DType::I4 || d.dtype == DType::I8, "{}: dtype {} where an integer dtype (<i4 or <i8) is required",
+          what, dtype_name(d.dtype));
+  if (d.dtype == DType::I8) return from_npy<int64_t>(d, what);
+  return from_npy<int32_t>(d, what).cast<int64_t>();
+}
+
+Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::json& params) {
+  for (const TensorSpec& s : c.inputs) {
+    const NpyData& d = tensor(inputs, s.name, c.stage + " oracle");
+    require(dtype_allowed(s.dtype, d.dtype), "{}: input {} has dtype {} where {} is required", c.stage, s.name,
+            dtype_name(d.dtype), s.dtype);
+  }
+  for (const auto& [name, d] : inputs) {
+    const bool known = std::any_of(c.inputs.begin(), c.inputs.end(), [&](const TensorSpec& s) { return s.name == name; });
+    require(known, "{}: '{}' is not an input (see `ladder describe {}`)", c.stage, name, c.stage);
+  }
+  require(params.is_object() || params.is_null(), "{}: params must be a JSON object, not {}", c.stage, params.dump());
+  return c.oracle(inputs, params.is_null() ? nlohmann::json::object() : params);
+}
+
+namespace {
+
+// One line per other output whose expected shape equals the candidate's: a likely mix-up.
+std::string looks_like(const Tensors& expected, const std::string& output, const Shape& cand) {
+  for (const auto& [name, d] : expected)
+    if (name != output && d.shape == cand) return fmt::format(" (it has the shape of output '{}': pass --output {})", name, name);
+  return "";
+}
+
+}  // namespace
+
+CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
+                  std::string output, const NpyData& candidate, const std::string& rule,
+                  const Tensors& companions) {
+  if (output.empty()) output = c.outputs.front().name;
+  const OutputSpec& spec = c.output(output);
+  const NpyData& exp = tensor(expected, output, c.stage + " expected outputs");
+  if (!rule.empty() && rule != rule_name(spec.rule)) {
+    auto it = c.extra_rules.find(rule);
+    std::vector<std::string> known{rule_name(spec.rule)};
+    for (const auto& [k, v] : c.extra_rules) known.push_back(k);
+    require(it != c.extra_rules.end(), "check: --rule '{}' is not a rule of {} output {} (rules: {})", rule, c.stage,
+            output, fmt::join(known, ", "));
+    return it->second(inputs, params, expected, output, candidate, companions);
+  }
+  require(candidate.shape == exp.shape, "candidate: shape {} where output {} has shape {}{}", shape_str(candidate.shape),
+          output, shape_str(exp.shape), looks_like(expected, output, candidate.shape));
+  CheckReport r;
+  r.output = output;
+  r.rule = rule_name(spec.rule);
+  if (spec.rule == Rule::exact) {
+    const ExactReport e = compare_exact(npy_as_int64(exp, output + " (expected)"), npy_as_int64(candidate, "candidate"));
+    r.pass = e.pass;
+    if (!e.pass) r.failed.push_back(e.failure);
+    r.metrics["mismatches"] = static_cast<double>(e.mismatches);
+    r.text = e.text();
+    return r;
+  }
+  require(candidate.dtype == DType::F4 || candidate.dtype == DType::F8,
+          "candidate: dtype {} where a float dtype (<f4 or <f8) is required", dtype_name(candidate.dtype));
+  require(static_cast<bool>(c.baseline), "{}: the contract has no baseline for float output {}", c.stage, output);
+  const Tensors base = c.baseline(inputs, params, candidate.dtype);
+  const Array<double> o = npy_as_double(exp), cand = npy_as_double(candidate);
+  const Array<double> b = npy_as_double(tensor(base, output, c.stage + " baseline"));
+  const double eps = candidate.dtype == DType::F4 ? 0x1p-23 : 0x1p-52;
+  const Tolerance tol{spec.k, 4, eps};
+  CompareReport cr;
+  if (spec.rule == Rule::elementwise) {
+    const Array<double>* mask = nullptr;
+    Array<double> m;
+    if (!spec.masked_by.empty()) m = npy_as_double(tensor(inputs, spec.masked_by, c.stage)), mask = &m;
+    cr = compare_elementwise(o, cand, b, tol, spec.probability, mask);
+  } else {
+    cr = compare(o, cand, b, tol);
+  }
+  r.pass = cr.pass;
+  r.failed = cr.failures;
+  r.metrics = {{"max_abs_err", cr.max_abs_err}, {"max_rel_err", cr.max_rel_err}, {"nmse", cr.nmse},
+               {"cos_diff", cr.cos_diff},       {"pct_within", cr.pct_within},   {"baseline_err", cr.baseline_err},
+               {"tol", cr.tol},                 {"floor", cr.floor}};
+  r.text = cr.text();
+  return r;
+}
+
+std::string describe(const Contract& c) {
+  std::string s = fmt::format("{}: {}\n\ninputs (write each as NAME.npy in the --inputs folder):\n", c.stage, c.doc);
+  for (const TensorSpec& t : c.inputs) s += fmt::format("  {:<12} {:<8} {:<28} {}\n", t.name, t.dtype, t.shape, t.doc);
+  if (!c.params.empty()) {
+    s += "params (case.json \"params\", or params.json in the --inputs folder):\n";
+    for (const ParamSpec& p : c.params) s += fmt::format("  {:<12} {:<8} {}\n", p.name, p.type, p.doc);
+  }
+  s += "outputs (the oracle writes NAME.npy; `ladder check --output NAME` judges a candidate):\n";
+  for (const OutputSpec& o : c.outputs) {
+    s += fmt::format("  {:<12} {:<8} {:<28} {}\n", o.name, o.dtype, o.shape, o.doc);
+    s += fmt::format("  {:<12} rule {}{}: {}\n", "", rule_name(o.rule),
+                     o.rule == Rule::exact ? "" : fmt::format(" (k = {})", o.k), o.why);
+  }
+  s += fmt::format("oracle: {}\n", c.oracle_doc);
+  if (!c.baseline_doc.empty()) s += fmt::format("baseline: {}\n", c.baseline_doc);
+  if (!c.extra_rules_doc.empty()) s += fmt::format("other rules (--rule): {}\n", c.extra_rules_doc);
+  return s;
+}
+
+}  // namespace ladder

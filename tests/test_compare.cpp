@@ -1,0 +1,154 @@
+// tests/test_compare.cpp -- the comparator must reject wrong answers and accept right ones.
+//
+// Wrong softmax candidates that the max-abs rule passed (issue: oracle fidelity) must FAIL the
+// element-wise + structural rule of 01-softmax's contract; every correct candidate must PASS: each
+// rung in float32 and float64, a numpy-style float32 softmax (exp of x - max in float32, pairwise sum,
+// divide) on random rows including extreme magnitudes and -inf, and every golden case.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+
+#include "ladder/core/contract.hpp"
+#include "ladder/core/rng.hpp"
+#include "ladder/golden_cases.hpp"
+#include "ladder/softmax.hpp"
+
+using namespace ladder;
+
+namespace {
+
+const float kNinf = -std::numeric_limits<float>::infinity();
+
+Array<float> logits(int64_t rows, int64_t cols, double sd, uint64_t seed) {
+  Array<float> x({rows, cols});
+  Rng rng(seed);
+  for (auto& v : x.data) v = static_cast<float>(sd * rng.normal());
+  return x;
+}
+
+// numpy's float32 softmax as people write it: e = np.exp(x - x.max()); e / e.sum() (pairwise sum).
+float pairwise(const float* a, int64_t n) {
+  if (n <= 8) {
+    float s = 0;
+    for (int64_t i = 0; i < n; ++i) s += a[i];
+    return s;
+  }
+  return pairwise(a, n / 2) + pairwise(a + n / 2, n - n / 2);
+}
+Array<float> numpy_style(const Array<float>& x) {
+  Array<float> y(x.shape);
+  const int64_t C = x.cols();
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    const float* xr = &x.data[r * C];
+    float m = kNinf;
+    for (int64_t j = 0; j < C; ++j) m = std::max(m, xr[j]);
+    std::vector<float> e(C);
+    for (int64_t j = 0; j < C; ++j) e[j] = m == kNinf ? 0.f : std::exp(xr[j] - m);
+    const float d = pairwise(e.data(), C);
+    for (int64_t j = 0; j < C; ++j) y.data[r * C + j] = d > 0 ? e[j] / d : 0.f;
+  }
+  return y;
+}
+
+CheckReport judge(const Array<float>& x, const NpyData& cand) {
+  const Contract& c = contract("01-softmax");
+  const Tensors in{{"x", to_npy(x)}};
+  return check(c, in, {}, run_oracle(c, in, {}), "y", cand);
+}
+template <class T>
+CheckReport judge(const Array<float>& x, const Array<T>& cand) { return judge(x, to_npy(cand)); }
+
+Array<double> oracle_y(const Array<float>& x) { return softmax::apply(&softmax::safe_rows<double>, x.cast<double>()); }
+
+// A wrong candidate: the float64 oracle (itself a perfect answer), changed by f.
+Array<float> planted(const Array<float>& x, const std::function<void(Array<double>&)>& f) {
+  Array<double> y = oracle_y(x);
+  f(y);
+  return y.cast<float>();
+}
+
+}  // namespace
+
+TEST_CASE("01-softmax contract: wrong candidates the max-abs rule passed now fail") {
+  const Array<float> x = logits(2, 4096, 3.0, 4242);  // 2 x 4096 N(0, 3^2), as in the issue
+  REQUIRE(judge(x, oracle_y(x).cast<float>()).pass);  // the unplanted candidate passes
+  auto each = [](Array<double>& y, const std::function<void(double&)>& g) { for (double& v : y.data) g(v); };
+  const std::vector<std::pair<const char*, std::function<void(Array<double>&)>>> wrong = {
+      {"median x 1.01", [](Array<double>& y) {
+         std::vector<double> row(y.data.begin(), y.data.begin() + 4096);
+         std::nth_element(row.begin(), row.begin() + 2048, row.end());
+         for (double& v : y.data) if (v == row[2048]) { v *= 1.01; break; }
+       }},
+      {"below 5e-6 x 1.05", [&](Array<double>& y) { each(y, [](double& v) { if (v < 5e-6) v *= 1.05; }); }},
+      {"below 1e-7 set to 0", [&](Array<double>& y) { each(y, [](double& v) { if (v < 1e-7) v = 0; }); }},
+      {"below 1e-8 x 20", [&](Array<double>& y) { each(y, [](double& v) { if (v < 1e-8) v *= 20; }); }},
+      {"below 5e-8 negative", [&](Array<double>& y) { each(y, [](double& v) { if (v < 5e-8) v = -v; }); }},
+      {"row + 1e-8", [](Array<double>& y) { for (int64_t j = 0; j < 4096; ++j) y.data[j] += 1e-8; }},
+  };
+  for (const auto& [name, f] : wrong) {
+    CAPTURE(name);
+    const CheckReport r = judge(x, planted(x, f));
+    CHECK_FALSE(r.pass);
+    CHECK(!r.failed.empty());
+  }
+}
+
+TEST_CASE("01-softmax contract: structural facts (-inf, fully masked row, negatives, row sums)") {
+  const Array<float> x = softmax::golden_case_input("neg_inf");
+  CHECK(judge(x, oracle_y(x).cast<float>()).pass);
+  Array<float> c = oracle_y(x).cast<float>();
+  c.data[0] = 1e-8f;  // x[0][0] is -inf: exactly 0 required
+  CheckReport r = judge(x, c);
+  CHECK_FALSE(r.pass);
+  CHECK(r.text.find("where the input is -inf") != std::string::npos);
+  CHECK(r.text.find("[0, 0]") != std::string::npos);  // positions as multi-indices
+
+  const Array<float> m = softmax::golden_case_input("all_neg_inf");
+  Array<float> cm = oracle_y(m).cast<float>();
+  for (int64_t j = 0; j < 8; ++j) cm.data[j] = 1e-7f;  // the fully masked row must stay all zeros
+  CHECK_FALSE(judge(m, cm).pass);
+
+  // A row that no longer sums to 1 (1e-8 added to each of 1025 entries): the row-sum fact is reported.
+  const Array<float> w = logits(4, 1025, 3.0, 77);
+  REQUIRE(judge(w, oracle_y(w).cast<float>()).pass);
+  Array<double> shifted = oracle_y(w);
+  for (int64_t j = 0; j < 1025; ++j) shifted.data[j] += 1e-8;
+  r = judge(w, shifted);
+  CHECK_FALSE(r.pass);
+  CHECK(r.text.find("sums to") != std::string::npos);
+}
+
+TEST_CASE("01-softmax contract: mixed scales, zeroed tiny probabilities fail") {
+  const Array<float> x = softmax::golden_case_input("mixed_scales");
+  CHECK(judge(x, softmax::apply(&softmax::online_rows<float>, x)).pass);
+  const CheckReport r = judge(x, planted(x, [](Array<double>& y) { for (double& v : y.data) if (v < 1e-7) v = 0; }));
+  CHECK_FALSE(r.pass);
+}
+
+TEST_CASE("01-softmax contract: correct candidates pass (rungs fp32 / fp64, numpy-style, every golden)") {
+  std::vector<Array<float>> xs;
+  for (const std::string& n : softmax::golden_case_names())
+    if (n != "len_1048576") xs.push_back(softmax::golden_case_input(n));
+  uint64_t seed = 900;
+  for (double sd : {1e-3, 1.0, 3.0, 30.0, 1e3, 1e4})
+    for (int64_t cols : {1, 7, 97, 1025, 4096}) {
+      Array<float> x = logits(3, cols, sd, ++seed);
+      if (cols > 2) x.data[1] = kNinf, x.data[cols + 2] = kNinf;  // masked entries
+      if (cols > 1) for (int64_t j = 0; j < cols; ++j) x.data[2 * cols + j] = j ? kNinf : x.data[2 * cols];
+      xs.push_back(x);
+    }
+  for (const Array<float>& x : xs) {
+    CAPTURE(shape_str(x.shape));
+    CAPTURE(x.data[0]);
+    for (const CheckReport& r : {judge(x, numpy_style(x)), judge(x, softmax::apply(&softmax::safe_rows<float>, x)),
+                                 judge(x, softmax::apply(&softmax::online_rows<float>, x)),
+                                 judge(x, softmax::apply(&softmax::online_rows<double>, x.cast<double>())),
+                                 judge(x, softmax::apply(&softmax::safe_rows<double>, x.cast<double>()))}) {
+      CAPTURE(r.text);
+      CHECK(r.pass);
+    }
+  }
+}
