@@ -16,6 +16,7 @@ const std::vector<GoldenStage>& golden_stages() {
       {"03-mla", &mla::golden_case_names, &mla::write_golden_case},
       {"05-eplb", &eplb::golden_case_names,
        [](const std::string& n, const std::filesystem::path& d, bool) { eplb::write_golden_case(n, d); }},
+      {"06-disagg", &disagg::golden_case_names, &disagg::write_golden_case},
   };
   return stages;
 }

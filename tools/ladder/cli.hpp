@@ -21,8 +21,11 @@ std::string reproduce_01_softmax(const ReproduceContext& ctx);
 std::string reproduce_02_attention(const ReproduceContext& ctx);
 std::string reproduce_03_mla(const ReproduceContext& ctx);
 std::string reproduce_05_eplb(const ReproduceContext& ctx);
+std::string reproduce_06_disagg(const ReproduceContext& ctx);
 
 // `ladder eplb ...` (stage 05): adds the subcommand; its callback throws ladder::Error on bad input.
 void add_eplb_command(CLI::App& app);
+// `ladder simulate --config FILE` (stage 06): the event simulator and the goodput search.
+void add_simulate_command(CLI::App& app);
 
 }  // namespace ladder::cli

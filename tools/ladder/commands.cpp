@@ -96,6 +96,7 @@ void add_reproduce_command(CLI::App& app) {
         {"02-attention", &reproduce_02_attention},
         {"03-mla", &reproduce_03_mla},
         {"05-eplb", &reproduce_05_eplb},
+        {"06-disagg", &reproduce_06_disagg},
     };
     std::string known;
     for (const auto& [n, f] : sections) known += (known.empty() ? "" : ", ") + n;

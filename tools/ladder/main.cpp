@@ -6,6 +6,7 @@
 //   ladder check STAGE CASE_DIR CANDIDATE.npy        tolerance rule; exit 0 pass, 1 fail, 2 bad input
 //   ladder reproduce [STAGE] [--out DIR]             papers' numbers beside ours; Markdown report
 //   ladder eplb --weights FILE ...                   stage 05 placement
+//   ladder simulate --config FILE.json               stage 06 event simulator and goodput
 // Bad input (ladder::Error, a parse error) prints one line on stderr and exits 2.
 #include <fmt/format.h>
 
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   ladder::cli::add_check_command(app, rc);
   ladder::cli::add_reproduce_command(app);
   ladder::cli::add_eplb_command(app);
+  ladder::cli::add_simulate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

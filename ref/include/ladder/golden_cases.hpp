@@ -27,3 +27,8 @@ namespace ladder::eplb {
 std::vector<std::string> golden_case_names();
 void write_golden_case(const std::string& name, const std::filesystem::path& dir);
 }  // namespace ladder::eplb
+
+namespace ladder::disagg {  // ref/src/disagg_golden.cpp; setups, grids, identities: ladder/disagg/golden.hpp
+std::vector<std::string> golden_case_names();
+void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool full);
+}  // namespace ladder::disagg
