@@ -81,11 +81,14 @@ void add_simulate_command(CLI::App& app) {
           p.cluster.gpus(), s.search);
       fmt::print("  goodput {:.4g} req/s = {:.4g} req/s per GPU (attainment {:.4f}; {:.4g} misses; {} probes, precision {})\n",
                  g.rate, g.per_gpu, g.attainment, g.upper, g.probes, s.search.precision);
-      max_good = std::max(max_good, g.upper);
+      max_good = std::max(max_good, g.upper / static_cast<double>(p.cluster.gpus()));  // per GPU
     }
     if (!o->plot.empty()) {
-      const double hi = max_good > 0 ? 1.5 * max_good : 2 * s.workload.rate;
-      for (const auto& p : s.placements) curves.push_back(disagg06::attainment_curve(s, p, hi / 40, hi, 40));
+      const double hi = max_good > 0 ? 1.5 * max_good : 2 * s.workload.rate;  // per GPU
+      for (const auto& p : s.placements) {
+        const double g = static_cast<double>(p.cluster.gpus());
+        curves.push_back(disagg06::attainment_curve(s, p, g * hi / 40, g * hi, 40));
+      }
       fmt::print("\nplots: {}\n", disagg06::plot(o->plot, curves, cdfs, s.name));
     }
   });
