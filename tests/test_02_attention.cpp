@@ -132,7 +132,7 @@ TEST_CASE("every backward rung vs the fp64 oracle on every golden case (dQ, dK, 
       auto bwd = [t](const Problem& q, const float* a, const float* b, const float* c, const float* o, const float* g,
                      const float* l, float* dq, float* dk, float* dv,
                      float* D) { recompute_backward(q, a, b, c, o, g, l, dq, dk, dv, D, t); };
-      check_backward("recompute", name + tiles_str(t), k,
+      check_backward("backward_recompute", name + tiles_str(t), k,
                      run_backward<float>(bwd, p, k.in.Q, k.in.K, k.in.V, f.O, k.in.dO, f.L), base);
     }
   }
