@@ -14,6 +14,7 @@ const std::vector<GoldenStage>& golden_stages() {
       {"01-softmax", &softmax::golden_case_names, &softmax::write_golden_case},
       {"02-attention", &attention::golden_case_names, &attention::write_golden_case},
       {"03-mla", &mla::golden_case_names, &mla::write_golden_case},
+      {"04-moe", &moe::golden_case_names, &moe::write_golden_case},
       {"05-eplb", &eplb::golden_case_names,
        [](const std::string& n, const std::filesystem::path& d, bool) { eplb::write_golden_case(n, d); }},
       {"06-disagg", &disagg::golden_case_names, &disagg::write_golden_case},

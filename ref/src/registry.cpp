@@ -6,6 +6,7 @@ namespace ladder {
 void register_softmax(Registry& r);  // ref/src/softmax_registry.cpp
 void register_attention(Registry& r);  // ref/src/attention_registry.cpp
 void register_mla(Registry& r);        // ref/src/mla_registry.cpp
+void register_moe(Registry& r);        // ref/src/moe_registry.cpp
 void register_eplb(Registry& r);     // ref/src/eplb_registry.cpp
 void register_disagg(Registry& r);   // ref/src/disagg_registry.cpp
 
@@ -13,6 +14,7 @@ void register_ref_rungs(Registry& r) {
   register_softmax(r);
   register_attention(r);
   register_mla(r);
+  register_moe(r);
   register_eplb(r);
   register_disagg(r);
 }

@@ -23,6 +23,11 @@ std::vector<std::string> golden_case_names();
 void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool full);
 }  // namespace ladder::mla
 
+namespace ladder::moe {  // ref/src/moe_golden.cpp; cases in memory and loaders: ladder/moe/golden.hpp
+std::vector<std::string> golden_case_names();
+void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool full);
+}  // namespace ladder::moe
+
 namespace ladder::eplb {
 std::vector<std::string> golden_case_names();
 void write_golden_case(const std::string& name, const std::filesystem::path& dir);
