@@ -19,16 +19,19 @@ build: configure
 
 # Every test: unit + golden + SIMT (three schedules) + nvcc compile (part of the build) + notebooks
 # (ctest label "notebook") + labs both ways + one TSan pass of the SIMT/CUDA tests.
+# The last line counts the tests of each label that ran (scripts/test-summary): a kind that silently
+# did not run (0 notebooks, say) fails `make test`.
 test: test-unit test-labs test-tsan
+	@scripts/test-summary build build-tsan --labs $(words $(wildcard chapters/*/lab/lab.json))
 	@echo "make test: all passed"
 
 test-unit: build
-	@cd build && ctest --output-on-failure -j $(JOBS)
+	@cd build && ctest --output-on-failure -j $(JOBS) --output-junit ctest-results.xml
 
 test-tsan: setup
 	@cmake --preset tsan >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
-	@cd build-tsan && ctest --output-on-failure -j $(JOBS)
+	@cd build-tsan && ctest --output-on-failure -j $(JOBS) --output-junit ctest-results.xml
 
 # CI: every lab's untouched starter FAILS its tests, the reference solution PASSES them.
 test-labs: build

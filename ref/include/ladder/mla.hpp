@@ -32,6 +32,7 @@
 #include <functional>
 
 #include "ladder/core/registry.hpp"
+#include "ladder/core/math.hpp"
 #include "ladder/mla/absorbed.hpp"
 #include "ladder/mla/cache.hpp"
 #include "ladder/mla/config.hpp"
@@ -119,8 +120,8 @@ Array<T> logsumexp_rows(const Array<T>& scores, const std::vector<int64_t>& seql
       T m = s[0];
       for (int64_t j = 1; j < seqlens[b]; ++j) m = std::max(m, s[j]);
       T sum = 0;
-      for (int64_t j = 0; j < seqlens[b]; ++j) sum += std::exp(s[j] - m);
-      lse.data[b * H + h] = m + std::log(sum);
+      for (int64_t j = 0; j < seqlens[b]; ++j) sum += math::exp(s[j] - m);
+      lse.data[b * H + h] = m + math::log(sum);
     }
   return lse;
 }

@@ -37,6 +37,7 @@
 
 namespace ladder::softmax {
 
+#include "ladder/core/math.hpp"
 // ---- one row (V = cols elements), in the notes' notation -------------------------------------
 
 // naive: d_V = sum_j e^{x_j}; y_i = e^{x_i} / d_V.
@@ -58,8 +59,8 @@ void safe_row(const T* x, T* y, int64_t V) {
     return;
   }
   T d = 0;
-  for (int64_t j = 0; j < V; ++j) d += std::exp(x[j] - m);         // Alg. 2 lines 5-8
-  for (int64_t i = 0; i < V; ++i) y[i] = std::exp(x[i] - m) / d;  // Alg. 2 lines 9-11
+  for (int64_t j = 0; j < V; ++j) d += math::exp(x[j] - m);         // Alg. 2 lines 5-8
+  for (int64_t i = 0; i < V; ++i) y[i] = math::exp(x[i] - m) / d;  // Alg. 2 lines 9-11
   // lab:end
 }
 

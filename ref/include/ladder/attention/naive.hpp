@@ -9,7 +9,9 @@
 // kernel per step; S, P (and in the backward dP, dS) are [B, H, Nq, Nk] arrays. That is the cost the
 // later rungs remove: 2 B H Nq Nk extra elements forward, 3 B H Nq Nk backward. Each pass is
 // parallel over (head, block of kRowBlock rows); the GEMMs inside run single-threaded, so every
-// element is computed by the same sequence of operations whatever the thread count.
+// element is computed by the same sequence of operations whatever the thread count. For T = double
+// (the oracle) the products, exponentials and row sums run in an order fixed by the code
+// (ladder/core/gemm.hpp), so the goldens are the same bytes on every CPU; float keeps Eigen's GEMM.
 // T = double is the stage's oracle (goldens and tests use naive_forward<double>, naive_backward<double>).
 #pragma once
 #include <Eigen/Dense>
@@ -18,6 +20,8 @@
 #include <memory>
 
 #include "ladder/attention/problem.hpp"
+#include "ladder/core/gemm.hpp"
+#include "ladder/core/math.hpp"
 #include "ladder/core/tensor.hpp"
 
 namespace ladder::attention {
@@ -25,9 +29,6 @@ namespace ladder::attention {
 namespace detail {
 
 inline constexpr int64_t kRowBlock = 64;
-
-template <class T>
-using StridedMap = Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>>;
 
 template <class T>
 std::unique_ptr<T[]> uninitialised(int64_t n) {  // scratch every element of which is written first
@@ -42,9 +43,9 @@ void scores(const Problem& p, const T* Q, const T* K, T* S) {
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < p.heads() * blocks; ++t) {
     const int64_t bh = t / blocks, r0 = (t % blocks) * kRowBlock, nr = std::min(kRowBlock, Nq - r0);
-    ConstMatMap<T> q(Q + (bh * Nq + r0) * d, nr, d), k(K + bh * Nk * d, Nk, d);
+    gemm<T>(nr, Nk, d, T(p.scale), Q + (bh * Nq + r0) * d, d, Op::N, K + bh * Nk * d, d, Op::T,
+            S + (bh * Nq + r0) * Nk, Nk);
     MatMap<T> s(S + (bh * Nq + r0) * Nk, nr, Nk);
-    s.noalias() = T(p.scale) * (q * k.transpose());
     for (int64_t r = 0; r < nr; ++r) {
       const int64_t visible = std::clamp<int64_t>(p.last_key(r0 + r) + 1, 0, Nk);
       s.row(r).tail(Nk - visible).setConstant(-inf);
@@ -71,13 +72,23 @@ void softmax_rows(const Problem& p, const T* S, T* P, T* L, T* m) {
       if (m) m[row] = -inf;
       continue;
     }
-    pr = (s.array() - mx).exp();
+    if constexpr (std::is_same_v<T, double>) {  // the oracle: ladder::math's exp, a sum in index order
+      for (int64_t j = 0; j < Nk; ++j) pr[j] = math::exp(s[j] - mx);
+    } else {
+      pr = (s.array() - mx).exp();
+    }
     // e^{-inf} must be exactly 0; a vectorised exp clamps its argument and may return ~1e-39.
     const int64_t visible = std::clamp<int64_t>(p.last_key(row % Nq) + 1, 0, Nk);
     pr.tail(Nk - visible).setZero();
-    const T dsum = pr.sum();
-    pr /= dsum;
-    if (L) L[row] = mx + std::log(dsum);
+    T dsum;
+    if constexpr (std::is_same_v<T, double>) {  // the oracle: a sum in index order, a division
+      dsum = sum_fixed_order(pr.data(), Nk);
+      pr /= dsum;
+    } else {  // float: Eigen's vectorised sum and one reciprocal (a serial sum is latency-bound)
+      dsum = pr.sum();
+      pr *= T(1) / dsum;
+    }
+    if (L) L[row] = mx + math::log(dsum);
     if (m) m[row] = mx;
   }
 }
@@ -89,9 +100,8 @@ void head_products(const Problem& p, const T* A, const T* Bm, int64_t b_rows, T 
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < p.heads() * blocks; ++t) {
     const int64_t bh = t / blocks, r0 = (t % blocks) * kRowBlock, nr = std::min(kRowBlock, Nq - r0);
-    ConstMatMap<T> a(A + (bh * Nq + r0) * Nk, nr, Nk), b(Bm + bh * b_rows * d, b_rows, d);
-    MatMap<T> c(C + (bh * Nq + r0) * d, nr, d);
-    c.noalias() = alpha * (a * b);
+    gemm<T>(nr, d, b_rows, alpha, A + (bh * Nq + r0) * Nk, Nk, Op::N, Bm + bh * b_rows * d, d, Op::N,
+            C + (bh * Nq + r0) * d, d);
   }
 }
 
@@ -102,10 +112,7 @@ void head_products_transposed(const Problem& p, const T* A, const T* X, T alpha,
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < p.heads() * blocks; ++t) {
     const int64_t bh = t / blocks, c0 = (t % blocks) * kRowBlock, nc = std::min(kRowBlock, Nk - c0);
-    StridedMap<T> a(A + bh * Nq * Nk + c0, Nq, nc, Eigen::OuterStride<>(Nk));
-    ConstMatMap<T> x(X + bh * Nq * d, Nq, d);
-    MatMap<T> c(C + (bh * Nk + c0) * d, nc, d);
-    c.noalias() = alpha * (a.transpose() * x);
+    gemm<T>(nc, d, Nq, alpha, A + bh * Nq * Nk + c0, Nk, Op::T, X + bh * Nq * d, d, Op::N, C + (bh * Nk + c0) * d, d);
   }
 }
 
@@ -146,9 +153,8 @@ void naive_backward(const Problem& p, const T* Q, const T* K, const T* V, const 
     for (int64_t t = 0; t < p.heads() * blocks; ++t) {
       const int64_t bh = t / blocks, r0 = (t % blocks) * detail::kRowBlock;
       const int64_t nr = std::min(detail::kRowBlock, Nq - r0);
-      ConstMatMap<T> g(dO + (bh * Nq + r0) * d, nr, d), v(V + bh * Nk * d, Nk, d);
-      MatMap<T> dp(dP.get() + (bh * Nq + r0) * Nk, nr, Nk);
-      dp.noalias() = g * v.transpose();
+      gemm<T>(nr, Nk, d, T(1), dO + (bh * Nq + r0) * d, d, Op::N, V + bh * Nk * d, d, Op::T,
+              dP.get() + (bh * Nq + r0) * Nk, Nk);
     }
   }
   T* dS = S.get();  // S is no longer needed: its buffer holds dS
@@ -156,7 +162,10 @@ void naive_backward(const Problem& p, const T* Q, const T* K, const T* V, const 
   for (int64_t row = 0; row < p.heads() * Nq; ++row) {
     Eigen::Map<const RowVec<T>> pr(P.get() + row * Nk, Nk), dp(dP.get() + row * Nk, Nk);
     Eigen::Map<RowVec<T>> ds(dS + row * Nk, Nk);
-    D[row] = pr.dot(dp);
+    if constexpr (std::is_same_v<T, double>)
+      D[row] = dot_fixed_order(pr.data(), dp.data(), Nk);  // the oracle: index order
+    else
+      D[row] = pr.dot(dp);  // float: Eigen's vectorised dot
     ds = pr.cwiseProduct((dp.array() - D[row]).matrix());
   }
   detail::head_products(p, dS, K, Nk, T(p.scale), dQ);         // dQ = scale dS K

@@ -6,13 +6,14 @@
 //   generator: xoshiro256** (Blackman & Vigna 2018), state seeded by SplitMix64(seed);
 //   uniform():  the top 53 bits of a draw scaled by 2^-53 -> [0, 1), exact in double;
 //   normal():   Marsaglia's polar method (uses only +, *, sqrt and log; sqrt is exactly rounded by
-//               IEEE 754, log is correctly rounded in glibc >= 2.28 for the values we feed it);
+//               IEEE 754, log is ladder::math::log -- not glibc's, whose bits depend on the CPU's FMA);
 //   uniform_int(n): Lemire's multiply-shift with rejection -> unbiased integer in [0, n).
 #pragma once
 #include <cmath>
 #include <cstdint>
 
 #include "ladder/core/error.hpp"
+#include "ladder/core/math.hpp"
 
 namespace ladder {
 
@@ -49,7 +50,7 @@ class Rng {
       v = 2.0 * uniform() - 1.0;
       s = u * u + v * v;
     } while (s >= 1.0 || s == 0.0);
-    const double f = std::sqrt(-2.0 * std::log(s) / s);
+    const double f = std::sqrt(-2.0 * math::log(s) / s);
     spare_ = v * f;
     have_spare_ = true;
     return u * f;

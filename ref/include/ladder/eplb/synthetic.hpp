@@ -35,7 +35,7 @@ inline Mat<double> zipf_loads(Rng& rng, Index num_layers, Index n, Index num_dra
   std::vector<double> cdf(static_cast<size_t>(n));
   double total = 0;
   for (Index r = 0; r < n; ++r) {
-    total += 1.0 / std::pow(static_cast<double>(r + 1), s);
+    total += 1.0 / math::pow(static_cast<double>(r + 1), s);
     cdf[static_cast<size_t>(r)] = total;
   }
   Mat<double> loads = Mat<double>::Zero(num_layers, n);

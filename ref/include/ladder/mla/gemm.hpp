@@ -4,8 +4,9 @@
 // or gemm_nn, so (1) a rung's FLOPs can be counted as it runs -- each call adds M*N*K multiply-adds
 // from the operands' actual shapes, the way PyTorch's FlopCounterMode counts per op -- and a test
 // checks the count against the rung's Cost formula; (2) the parallel split is in one place: fixed
-// chunks of output columns, each a serial Eigen product over the whole K, so every output element is
-// summed in the same order whatever the thread count. Inside an OpenMP region (the rungs parallelise
+// chunks of output columns, each a serial product over the whole K, so every output element is
+// summed in the same order whatever the thread count. For T = double (the oracle) the product is
+// ladder/core/gemm.hpp's fixed-order loop, not Eigen, so the bytes do not depend on the CPU either. Inside an OpenMP region (the rungs parallelise
 // over sequences and heads) the product runs serially.
 // Eigen parallelises a large product by itself when it is called outside a parallel region; its
 // threads synchronise by spinning, which on a busy shared machine turned a 0.1 ms product into 8 ms.
@@ -20,6 +21,7 @@
 #include <cstdint>
 
 #include "ladder/core/error.hpp"
+#include "ladder/core/gemm.hpp"
 #include "ladder/core/tensor.hpp"
 
 namespace ladder::mla {
@@ -103,10 +105,14 @@ void gemm_nt(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accum
   const int64_t chunks = (N + detail::kGemmChunk - 1) / detail::kGemmChunk;
   detail::for_chunks(chunks, M * N * K >= detail::kGemmParallelMacs, [&](int64_t c) {
     const int64_t n0 = c * detail::kGemmChunk, nb = std::min(detail::kGemmChunk, N - n0);
-    if (accumulate)
+    if constexpr (std::is_same_v<T, double>) {  // the oracle: a summation order fixed by the code
+      gemm_fixed_order<T>(M, nb, K, T(1), A.data(), A.outerStride(), Op::N, B.data() + n0 * B.outerStride(),
+                          B.outerStride(), Op::T, C.data() + n0, C.outerStride(), accumulate);
+    } else if (accumulate) {
       C.middleCols(n0, nb).noalias() += A * B.middleRows(n0, nb).transpose();
-    else
+    } else {
       C.middleCols(n0, nb).noalias() = A * B.middleRows(n0, nb).transpose();
+    }
   });
 }
 
@@ -121,10 +127,14 @@ void gemm_nn(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accum
   const int64_t chunks = (N + detail::kGemmChunk - 1) / detail::kGemmChunk;
   detail::for_chunks(chunks, M * N * K >= detail::kGemmParallelMacs, [&](int64_t c) {
     const int64_t n0 = c * detail::kGemmChunk, nb = std::min(detail::kGemmChunk, N - n0);
-    if (accumulate)
+    if constexpr (std::is_same_v<T, double>) {
+      gemm_fixed_order<T>(M, nb, K, T(1), A.data(), A.outerStride(), Op::N, B.data() + n0, B.outerStride(), Op::N,
+                          C.data() + n0, C.outerStride(), accumulate);
+    } else if (accumulate) {
       C.middleCols(n0, nb).noalias() += A * B.middleCols(n0, nb);
-    else
+    } else {
       C.middleCols(n0, nb).noalias() = A * B.middleCols(n0, nb);
+    }
   });
 }
 

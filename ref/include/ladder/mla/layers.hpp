@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ladder/mla/gemm.hpp"
+#include "ladder/core/math.hpp"
 #include "ladder/mla/model.hpp"
 
 namespace ladder::mla {
@@ -29,8 +30,8 @@ template <class T>
 void rope_inplace(T* x, int64_t d, int64_t pos, double theta, RopeLayout layout = RopeLayout::HalfSplit) {
   const int64_t half = d / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(pos) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-    const T c = static_cast<T>(std::cos(angle)), s = static_cast<T>(std::sin(angle));
+    const double angle = static_cast<double>(pos) * math::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+    const T c = static_cast<T>(math::cos(angle)), s = static_cast<T>(math::sin(angle));
     const int64_t ia = layout == RopeLayout::HalfSplit ? i : 2 * i;
     const int64_t ib = layout == RopeLayout::HalfSplit ? i + half : 2 * i + 1;
     const T a = x[ia], b = x[ib];
