@@ -100,8 +100,8 @@ def summary_line(stage, failures, crashes, total):
 
 def hints_for(failures, hints):
     """lab.json "hints": [{"hint": text, "rung_in": [...], "output_in": [...], "case_contains": s,
-    "case_not_contains": s, "passing_cases": [s, ...]}]: a hint is shown when every tagged failure
-    satisfies its conditions (passing_cases: no failing case contains any of the strings)."""
+    "case_not_contains": s, "passing_cases": [regex, ...]}]: a hint is shown when every tagged failure
+    satisfies its conditions (passing_cases: no failing case name matches any of the regexes)."""
     tagged = [f for f in failures if f.rung]
     shown = []
     if not tagged:
@@ -117,7 +117,7 @@ def hints_for(failures, hints):
                 ok = False
             if "case_not_contains" in h and h["case_not_contains"] in f.case:
                 ok = False
-            if any(s in f.case for s in h.get("passing_cases", [])):
+            if any(re.search(s, f.case) for s in h.get("passing_cases", [])):
                 ok = False
         if ok:
             shown.append(h["hint"])
