@@ -101,7 +101,8 @@ def summary_line(stage, failures, crashes, total):
 def hints_for(failures, hints):
     """lab.json "hints": [{"hint": text, "rung_in": [...], "output_in": [...], "case_contains": s,
     "case_not_contains": s, "passing_cases": [regex, ...]}]: a hint is shown when every tagged failure
-    satisfies its conditions (passing_cases: no failing case name matches any of the regexes)."""
+    satisfies its conditions (passing_cases: no failing case name matches any of the regexes) and, with
+    "some_case": regex, at least one failing case matches it."""
     tagged = [f for f in failures if f.rung]
     shown = []
     if not tagged:
@@ -119,6 +120,8 @@ def hints_for(failures, hints):
                 ok = False
             if any(re.search(s, f.case) for s in h.get("passing_cases", [])):
                 ok = False
+        if "some_case" in h and not any(re.search(h["some_case"], f.case) for f in tagged):
+            ok = False  # some failing case must match this regex
         if ok:
             shown.append(h["hint"])
     return shown
