@@ -1,0 +1,179 @@
+"""ladder: reference rungs, the fp64 oracle and the tolerance rule for LLM-inference kernels.
+
+    import ladder
+    ladder.rungs("01-softmax")                    # the registry: stage, id, backend, doc, cost
+    y = ladder.softmax(x)                         # a rung on numpy arrays (float32 or float64)
+    o = ladder.attention(Q, K, V, causal=True)    # {"O", "L", "m"}
+    ladder.describe("02-attention")              # the case contract: inputs, params, outputs, rules
+    want = ladder.oracle("01-softmax", x=x)       # fp64 expected outputs of YOUR inputs, {"y": ...}
+    ladder.check("01-softmax", {"x": x}, y)      # the tolerance rule's report as a dict ("pass", ...)
+    case = ladder.golden("01-softmax", "len_97")  # {"inputs", "params", "outputs", "arrays", "manifest"}
+
+Every rung reads C-contiguous float32/float64 arrays in place (no copy) and returns new numpy arrays
+it wrote directly. Bad arguments raise TypeError (type, dtype) or ValueError (shape, layout, empty,
+NaN where the stage forbids it, a violated parameter constraint), each naming the argument.
+"""
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from . import _ladder
+
+__all__ = ["rungs", "stages", "cost", "run", "softmax", "attention", "attention_backward", "eplb",
+           "describe", "oracle", "check", "golden", "version"]
+
+version = _ladder.version
+
+
+def stages():
+    """The registered stages, in ladder order ("01-softmax", ...)."""
+    return list(_ladder.stages())
+
+
+def rungs(stage=None, backend=None):
+    """Every registered rung as a dict {stage, id, backend, name, doc, cost_doc}, optionally filtered."""
+    return [r for r in _ladder.rungs()
+            if (stage is None or r["stage"] == stage) and (backend is None or r["backend"] == backend)]
+
+
+def cost(stage, rung, shape, backend="ref"):
+    """The rung's cost for a shape (the shape its stage documents, e.g. [rows, cols] for softmax)."""
+    return _ladder.cost(stage, backend, rung, [int(s) for s in shape])
+
+
+def softmax(x, rung="online", backend="ref"):
+    """Stage 01: softmax over the last axis of x [..., cols]."""
+    return _ladder.softmax(backend, rung, x)
+
+
+def attention(Q, K, V, rung="tiled", backend="ref", causal=False, scale=None):
+    """Stage 02 forward: Q [B, H, Nq, d], K, V [B, H, Nk, d] -> {"O": [B, H, Nq, d], "L", "m": [B, H, Nq]}.
+
+    scale defaults to 1/sqrt(d); causal masks align bottom-right (query i sees key j iff j <= i + Nk - Nq).
+    """
+    return _ladder.attention_forward(backend, rung, Q, K, V, bool(causal), scale)
+
+
+def attention_backward(Q, K, V, O, dO, L, rung="backward_recompute", backend="ref", causal=False, scale=None):
+    """Stage 02 backward: Q, K, V, O, dO, L -> {"dQ", "dK", "dV", "D"} (names as in the stage's contract)."""
+    return _ladder.attention_backward(backend, rung, Q, K, V, O, dO, L, bool(causal), scale)
+
+
+def eplb(weight, rung="hierarchical", num_replicas=0, num_groups=1, num_nodes=1, num_gpus=1, num_packs=1):
+    """Stage 05: weight [L, n] (expert loads) -> the rung's int64 maps by name (phy2log, log2phy, ...)."""
+    return _ladder.eplb("ref", rung, weight, int(num_replicas), int(num_groups), int(num_nodes), int(num_gpus),
+                        int(num_packs))
+
+
+_CALLS = {
+    "01-softmax": lambda backend, rung, kw: softmax(rung=rung, backend=backend, **kw),
+    "02-attention": lambda backend, rung, kw: (
+        attention_backward(rung=rung, backend=backend, **kw) if rung.startswith("backward")
+        else attention(rung=rung, backend=backend, **kw)),
+    "05-eplb": lambda backend, rung, kw: eplb(rung=rung, **kw),
+}
+
+
+def run(stage, rung, backend="ref", **inputs):
+    """Any registered rung by stage and id, inputs as keyword arguments (the stage function's names)."""
+    if stage not in _CALLS:
+        known = ", ".join(sorted(_CALLS))
+        raise ValueError(f"stage: '{stage}' has no Python rung call (stages callable from Python: {known})")
+    if backend == "cuda" and stage == "05-eplb":
+        raise ValueError("backend: 05-eplb's CUDA rungs are the data plane (load counting, replica mapping), "
+                         "not registered rungs; use backend='ref'")
+    return _CALLS[stage](backend, rung, inputs)
+
+
+def describe(stage):
+    """The stage's case contract: inputs, params and outputs (name, dtype, shape, doc), each output's rule
+    (max_abs | elementwise | exact), k and why, the oracle and baseline, and the readable text."""
+    return _ladder.describe(stage)
+
+
+def _plain(name, v):
+    if isinstance(v, np.generic):
+        v = v.item()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise TypeError(f"{name}: a parameter must be a bool, int, float or str, got {type(v).__name__}")
+
+
+def _split(stage, kwargs):
+    """Keyword arguments -> (input arrays, params JSON) by the stage's contract; unknown names rejected."""
+    spec = describe(stage)
+    input_names = [t["name"] for t in spec["inputs"]]
+    param_names = [p["name"] for p in spec["params"]]
+    inputs, params = {}, {}
+    for k, v in kwargs.items():
+        if k in input_names:
+            inputs[k] = v
+        elif k in param_names:
+            params[k] = _plain(k, v)
+        else:
+            raise TypeError(f"{k}: not an input or parameter of {stage} (inputs: {', '.join(input_names)}; "
+                            f"params: {', '.join(param_names) or 'none'})")
+    return inputs, json.dumps(params)
+
+
+def oracle(stage, **inputs_and_params):
+    """The fp64 expected outputs of YOUR inputs: oracle("01-softmax", x=x) -> {"y": float64 array}.
+
+    Inputs and parameters are keyword arguments named as in describe(stage); they are validated
+    against the contract (a wrong name, dtype, shape or NaN where forbidden raises, naming it)."""
+    inputs, params = _split(stage, inputs_and_params)
+    return _ladder.oracle(stage, inputs, params)
+
+
+def check(stage, case_or_inputs, candidate, output=None, rule=None, **params):
+    """Judges a candidate output by the stage's tolerance rule; returns the report as a dict
+    {"pass", "output", "rule", "failed", "metrics", "text"}.
+
+    case_or_inputs: a case folder (path with case.json, from `ladder golden` or `ladder oracle`), a
+    golden(...) dict, or a dict of input arrays (the expected outputs then come from the fp64 oracle;
+    parameters as keyword arguments). output: which output the candidate is (default: the first).
+    """
+    if isinstance(case_or_inputs, (str, os.PathLike)):
+        case = _ladder.read_case(stage, os.fspath(case_or_inputs))
+        inputs, params_json, expected = case["inputs"], case["params_json"], case["expected"]
+        if params:
+            raise TypeError(f"{', '.join(params)}: parameters come from the case folder's case.json")
+    elif isinstance(case_or_inputs, dict) and "manifest" in case_or_inputs and "outputs" in case_or_inputs:
+        inputs, expected = case_or_inputs["inputs"], case_or_inputs["outputs"]
+        params_json = json.dumps(case_or_inputs.get("params", {}))
+    elif isinstance(case_or_inputs, dict):
+        inputs, params_json = _split(stage, dict(case_or_inputs, **params))
+        expected = _ladder.oracle(stage, inputs, params_json)
+    else:
+        raise TypeError("case_or_inputs: expected a case folder path, a golden() dict or a dict of input arrays, "
+                        f"got {type(case_or_inputs).__name__}")
+    return _ladder.check(stage, inputs, params_json, expected, output or "", candidate, rule or "")
+
+
+def golden(stage, case=None):
+    """A golden case computed by ladder's fp64 reference (the same bytes as data/golden/, written whole).
+
+    golden(stage) -> the case names; golden(stage, case) -> {"stage", "case", "manifest" (case.json as a
+    dict), "arrays" (every .npy by file stem), and by the stage's contract "inputs", "params",
+    "outputs" (the expected arrays), ready for check(stage, golden(...), candidate)}.
+    """
+    if case is None:
+        return list(_ladder.golden_cases(stage))
+    if not isinstance(case, str):
+        raise TypeError(f"case: expected a case name (str), got {type(case).__name__}")
+    with tempfile.TemporaryDirectory(prefix="ladder-golden-") as tmp:
+        _ladder.golden_write(stage, case, tmp)
+        with open(os.path.join(tmp, "case.json"), encoding="utf-8") as f:
+            manifest = json.load(f)
+        arrays = {}
+        for name in sorted(os.listdir(tmp)):
+            if name.endswith(".npy"):
+                arrays[name[:-4]] = np.load(os.path.join(tmp, name), allow_pickle=False)
+        result = {"stage": stage, "case": case, "manifest": manifest, "arrays": arrays}
+        if stage in _ladder.contract_stages():
+            folder = _ladder.read_case(stage, tmp)
+            result.update(inputs=folder["inputs"], outputs=folder["expected"],
+                          params=json.loads(folder["params_json"]))
+    return result
