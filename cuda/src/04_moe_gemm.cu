@@ -20,7 +20,7 @@ __global__ void grouped_gemm_kernel(const Tile* tiles, const float* lhs, int64_t
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t row = group_offsets[tile.group] + tile.row0 + ty;  // packed row of lhs / out
   const int64_t col = tile.col0 + tx;
-  const bool row_ok = tile.row0 + ty < tile.rows;
+  const bool row_ok = ty < tile.rows;  // tile.rows = rows of this tile (<= 16)
   const float* B = rhs + tile.group * K * N;
   float acc = 0;
   for (int64_t k0 = 0; k0 < K; k0 += kGemmTile) {
