@@ -32,6 +32,97 @@ def expect(name, args, rc, out_has="", err_one_line=False):
         failures += 1
 
 
+def oracle_cli_cases(tmp, case, eplb, good):
+    """Issue 19 / 15: contracts for every stage, wrong candidates fail, bad input is one line, exit 2."""
+    j = os.path.join
+    y = np.load(j(case, "y.npy"))
+    small = y.copy()
+    small[small < 1e-3] *= 1.05
+    np.save(j(tmp, "small.npy"), small.astype(np.float32))
+    expect("check: small probabilities x 1.05 fail (element-wise rule)", ["check", "01-softmax", case,
+           j(tmp, "small.npy")], 1, "elementwise")
+    neg = y.copy()
+    neg[neg < 1e-4] *= -1
+    np.save(j(tmp, "neg.npy"), neg.astype(np.float32))
+    expect("check: negative probabilities fail", ["check", "01-softmax", case, j(tmp, "neg.npy")], 1, "negative")
+    expect("check: a misspelt stage names the nearest", ["check", "01-sofmax", case, j(tmp, "good.npy")], 2,
+           "did you mean '01-softmax'", err_one_line=True)
+    expect("a misspelt command is named", ["chek", "01-softmax"], 2, "'chek'", err_one_line=True)
+    expect("check: a folder as the candidate is bad input", ["check", "01-softmax", case, tmp], 2, "is a folder",
+           err_one_line=True)
+    expect("describe prints the contract", ["describe", "02-attention"], 0, "rule max_abs")
+    # A tampered case folder: y.npy replaced by an unrelated array is refused.
+    tampered = j(tmp, "tampered")
+    expect("golden writes a case to tamper with", ["golden", "01-softmax", "--case", "len_97", "--out", tampered], 0)
+    np.save(j(tampered, "y.npy"), np.zeros_like(y))
+    expect("check: a tampered folder is refused", ["check", "01-softmax", tampered, j(tmp, "good.npy")], 2,
+           "digest", err_one_line=True)
+    # oracle on the user's own inputs, then check; every stage with a contract.
+    ins = j(tmp, "ins")
+    os.makedirs(ins)
+    rng = np.random.default_rng(5)
+    np.save(j(ins, "x.npy"), (rng.standard_normal((3, 59)) * 4).astype(np.float32))
+    expect("oracle 01-softmax on user inputs", ["oracle", "01-softmax", "--inputs", ins, "--out", j(tmp, "o1")], 0,
+           "wrote")
+    x = np.load(j(ins, "x.npy"))
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.save(j(tmp, "mine.npy"), e / e.sum(1, keepdims=True))
+    expect("check on the oracle's folder passes numpy float32", ["check", "01-softmax", j(tmp, "o1"),
+           j(tmp, "mine.npy")], 0, "PASS")
+    np.save(j(ins, "x.npy"), np.zeros((3, 59), dtype=np.float64))
+    expect("oracle: a wrong input dtype is bad input", ["oracle", "01-softmax", "--inputs", ins, "--out",
+           j(tmp, "o2")], 2, "<f4", err_one_line=True)
+    att = j(tmp, "att")
+    os.makedirs(att)
+    for n, s in [("Q", (1, 2, 5, 7)), ("K", (1, 2, 6, 7)), ("V", (1, 2, 6, 7)), ("dO", (1, 2, 5, 7))]:
+        np.save(j(att, n + ".npy"), rng.standard_normal(s).astype(np.float32))
+    expect("oracle 02-attention on user shapes", ["oracle", "02-attention", "--inputs", att, "--out", j(tmp, "o3")],
+           0, "wrote")
+    o = np.load(j(tmp, "o3", "O.npy"))
+    np.save(j(tmp, "O32.npy"), o.astype(np.float32))
+    expect("check 02-attention O passes", ["check", "02-attention", j(tmp, "o3"), j(tmp, "O32.npy"), "--output", "O"],
+           0, "PASS")
+    # EPLB: the float32 reproducer, case.json from `ladder eplb --out`, and the valid rule.
+    with open(j(tmp, "w.json"), "w") as f:
+        f.write("[[8, 0, 4, 10, 1]]")
+    ep = j(tmp, "ep")
+    expect("eplb --out writes a case folder", ["eplb", "--weights", j(tmp, "w.json"), "--replicas", "9", "--gpus", "3",
+           "--out", ep], 0, "case.json")
+    assert np.load(j(ep, "phy2log.npy")).tolist() == [[2, 0, 1, 3, 3, 4, 3, 0, 0]], np.load(j(ep, "phy2log.npy"))
+    better = np.array([[2, 3, 1, 3, 3, 4, 0, 0, 0]])
+    np.save(j(tmp, "better.npy"), better)
+    expect("check 05-eplb: a better placement fails the exact rule", ["check", "05-eplb", ep, j(tmp, "better.npy")],
+           1, "[0, 1]")
+    expect("check 05-eplb --rule valid: a better placement passes", ["check", "05-eplb", ep, j(tmp, "better.npy"),
+           "--rule", "valid"], 0, "PASS (valid rule)")
+    reordered = np.array([[0, 2, 1, 3, 3, 4, 0, 3, 0]])
+    np.save(j(tmp, "reordered.npy"), reordered)
+    expect("check 05-eplb --rule valid: the same experts per GPU in another order pass", ["check", "05-eplb", ep,
+           j(tmp, "reordered.npy"), "--rule", "valid"], 0, "PASS")
+    np.save(j(tmp, "unplaced.npy"), np.array([[2, 0, 0, 3, 3, 0, 3, 0, 0]]))
+    expect("check 05-eplb --rule valid: an expert left out fails", ["check", "05-eplb", ep, j(tmp, "unplaced.npy"),
+           "--rule", "valid"], 1, "logcnt")
+    np.save(j(tmp, "logcnt_as.npy"), np.load(j(ep, "logcnt.npy")))
+    expect("check 05-eplb: logcnt given as phy2log is named", ["check", "05-eplb", ep, j(tmp, "logcnt_as.npy")], 2,
+           "--output logcnt", err_one_line=True)
+    expect("eplb: a huge --replicas is refused up front", ["eplb", "--weights", j(tmp, "w.json"), "--replicas",
+           "99999999999", "--gpus", "3"], 2, "--replicas", err_one_line=True)
+    with open(j(tmp, "big.json"), "w") as f:
+        f.write("[[1e308, 1, 2]]")
+    expect("eplb: loads beyond float32 are named", ["eplb", "--weights", j(tmp, "big.json"), "--replicas", "3",
+           "--gpus", "3"], 2, "--weights[0][0]", err_one_line=True)
+    expect("eplb: --out on an existing file is refused before any output", ["eplb", "--weights", j(tmp, "w.json"),
+           "--replicas", "9", "--gpus", "3", "--out", j(tmp, "w.json")], 2, "not a folder", err_one_line=True)
+    expect("eplb: a folder as weights is named", ["eplb", "--weights", tmp + "/x.json", "--replicas", "9", "--gpus",
+           "3"], 2, "no such file", err_one_line=True)
+    with open(j(ep, "case.json")) as f:
+        cj = f.read()
+    with open(j(ep, "case.json"), "w") as f:
+        f.write(cj.replace('"stage": "05-eplb"', '"stage": 5'))
+    expect("check: a wrongly typed case.json field is named", ["check", "05-eplb", ep, j(tmp, "better.npy")], 2,
+           '"stage"', err_one_line=True)
+
+
 with tempfile.TemporaryDirectory() as tmp:
     case = os.path.join(tmp, "case")
     expect("list", ["list", "01-softmax"], 0, "online softmax (notes Alg. 3)")
@@ -51,10 +142,10 @@ with tempfile.TemporaryDirectory() as tmp:
     bad[i] *= np.float32(1.001)
     np.save(os.path.join(tmp, "bad.npy"), bad)
     expect("check: a perturbed candidate fails with the report", ["check", "01-softmax", case,
-           os.path.join(tmp, "bad.npy")], 1, "exceeds tolerance")
+           os.path.join(tmp, "bad.npy")], 1, "exceeds")
     np.save(os.path.join(tmp, "transposed.npy"), np.ascontiguousarray(good.T))
-    expect("check: a transposed candidate fails", ["check", "01-softmax", case, os.path.join(tmp, "transposed.npy")],
-           1, "shape")
+    expect("check: a transposed candidate is bad input", ["check", "01-softmax", case,
+           os.path.join(tmp, "transposed.npy")], 2, "shape", err_one_line=True)
     with open(os.path.join(tmp, "good.npy"), "rb") as f:
         head = f.read(50)
     with open(os.path.join(tmp, "trunc.npy"), "wb") as f:
@@ -85,6 +176,7 @@ with tempfile.TemporaryDirectory() as tmp:
            os.path.join(tmp, "phy2log_swapped.npy")], 1, "mismatching")
     expect("check 05-eplb: a float candidate is bad input", ["check", "05-eplb", eplb,
            os.path.join(eplb, "weight.npy")], 2, "integer dtype", err_one_line=True)
+    oracle_cli_cases(tmp, case, eplb, good)
     expect("reproduce 01-softmax --quick writes the table", ["reproduce", "01-softmax", "--quick", "--out",
            os.path.join(tmp, "r")], 0, "paper")
 

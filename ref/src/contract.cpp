@@ -142,6 +142,14 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
             output, fmt::join(known, ", "));
     return it->second(inputs, params, expected, output, candidate, companions);
   }
+  if (spec.rule == Rule::exact)
+    require(candidate.dtype == DType::I4 || candidate.dtype == DType::I8,
+            "candidate: dtype {} where an integer dtype (<i4 or <i8) is required for output {}",
+            dtype_name(candidate.dtype), output);
+  else
+    require(candidate.dtype == DType::F4 || candidate.dtype == DType::F8,
+            "candidate: dtype {} where a float dtype (<f4 or <f8) is required for output {}",
+            dtype_name(candidate.dtype), output);
   require(candidate.shape == exp.shape, "candidate: shape {} where output {} has shape {}{}", shape_str(candidate.shape),
           output, shape_str(exp.shape), looks_like(expected, output, candidate.shape));
   CheckReport r;
@@ -155,8 +163,6 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
     r.text = e.text();
     return r;
   }
-  require(candidate.dtype == DType::F4 || candidate.dtype == DType::F8,
-          "candidate: dtype {} where a float dtype (<f4 or <f8) is required", dtype_name(candidate.dtype));
   require(static_cast<bool>(c.baseline), "{}: the contract has no baseline for float output {}", c.stage, output);
   const Tensors base = c.baseline(inputs, params, candidate.dtype);
   const Array<double> o = npy_as_double(exp), cand = npy_as_double(candidate);

@@ -1,101 +1,109 @@
-// tools/ladder/check.cpp -- `ladder check STAGE CASE_DIR CANDIDATE.npy`: the tolerance rule on a file.
+// tools/ladder/check.cpp -- `ladder check`, `ladder oracle`, `ladder describe`: every stage through its
+// case contract (ladder/core/contract.hpp); no per-stage code here.
 //
-// Exit 0: the candidate passes; 1: it fails (the full report is printed); 2: bad input (missing or
-// corrupt file, wrong dtype or shape of a golden file) -- one line, via ladder::Error.
+//   ladder describe [STAGE]                                    the contract: files, dtypes, shapes, rules
+//   ladder oracle STAGE --inputs DIR --out DIR [--params F]    fp64 expected outputs of your inputs + case.json
+//   ladder check STAGE CASE_DIR CANDIDATE.npy [--output NAME] [--rule NAME]
+// Exit 0: pass; 1: fail (the full report is printed); 2: bad input -- one line, via ladder::Error.
 #include <fmt/format.h>
 
-#include <fmt/ranges.h>
-
-#include <algorithm>
 #include <filesystem>
 
 #include "commands.hpp"
-#include "ladder/core/compare.hpp"
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
-#include "ladder/softmax.hpp"
 
 namespace ladder::cli {
 namespace fs = std::filesystem;
 namespace {
 
-// Stage 01: oracle = the case's y.npy; baseline = safe softmax of x.npy in the candidate's precision.
-bool check_softmax(const fs::path& dir, const fs::path& cand_path) {
-  const nlohmann::json j = read_json(dir / "case.json");
-  require(j.value("stage", "") == "01-softmax", "{}: case.json is for stage '{}', not 01-softmax", dir.string(),
-          j.value("stage", ""));
-  require(j.value("stored", "full") == "full",
-          "{}: this case is committed as a sample; write it whole with `ladder golden 01-softmax --case {} --out DIR`",
-          dir.string(), j.value("case", "?"));
-  const Array<float> x = load_npy<float>(dir / "x.npy");
-  const Array<double> y = load_npy<double>(dir / "y.npy");
-  require(x.shape == y.shape, "{}: x.npy shape {} differs from y.npy shape {}", dir.string(), shape_str(x.shape),
-          shape_str(y.shape));
-  const NpyData raw = read_npy(cand_path);
-  CompareReport r;
-  if (raw.dtype == DType::F4) {
-    const Array<float> c = load_npy<float>(cand_path);
-    r = compare(y, c, softmax::apply(&softmax::safe_rows<float>, x), Tolerance{2, 4, 0x1p-23});
-  } else if (raw.dtype == DType::F8) {
-    const Array<double> c = load_npy<double>(cand_path);
-    r = compare(y, c, softmax::apply(&softmax::safe_rows<double>, x.cast<double>()), Tolerance{2, 4, 0x1p-52});
-  } else {
-    throw Error(cand_path.string() + ": dtype " + dtype_name(raw.dtype) + " where <f4 or <f8 is required");
-  }
-  fmt::print("{} vs {}: {}\n", cand_path.string(), dir.string(), r.text());
-  return r.pass;
+NpyData read_candidate(const std::string& path, const std::string& what) {
+  require(fs::exists(path), "{} {}: no such file", what, path);
+  require(!fs::is_directory(path), "{} {}: is a folder, a .npy file is required", what, path);
+  return read_npy(path);
 }
 
-// Stage 05: integer maps compared exactly with the case's expected file (--output, default the first
-// output the case lists). Ties are broken as ladder's stable sort does (see chapters/05-eplb).
-bool check_eplb(const fs::path& dir, const fs::path& cand_path, std::string output) {
-  const nlohmann::json j = read_json(dir / "case.json");
-  require(j.value("stage", "") == "05-eplb", "{}: case.json is for stage '{}', not 05-eplb", dir.string(),
-          j.value("stage", ""));
-  const auto outputs = j.value("outputs", std::vector<std::string>{});
-  require(!outputs.empty(), "{}: case.json lists no outputs", dir.string());
-  if (output.empty()) output = outputs.front();
-  require(std::find(outputs.begin(), outputs.end(), output) != outputs.end(),
-          "check: --output '{}' is not an output of this case (outputs: {})", output, fmt::join(outputs, ", "));
-  const Array<int64_t> expected = load_npy<int64_t>(dir / (output + ".npy"));
-  const NpyData raw = read_npy(cand_path);
-  Array<int64_t> cand(raw.shape);
-  if (raw.dtype == DType::I8) {
-    cand = load_npy<int64_t>(cand_path);
-  } else {
-    require(raw.dtype == DType::I4, "{}: dtype {} where an integer dtype (<i4 or <i8) is required",
-            cand_path.string(), dtype_name(raw.dtype));
-    cand = load_npy<int32_t>(cand_path).cast<int64_t>();
-  }
-  const ExactReport r = compare_exact(expected, cand);
-  fmt::print("{} vs {}/{}.npy: {}\n", cand_path.string(), dir.string(), output, r.text());
-  return r.pass;
+// Where --out may be written: a folder or nothing yet; checked before any work is done.
+void require_out_dir(const std::string& out) {
+  require(!out.empty(), "--out DIR is required");
+  require(!fs::exists(out) || fs::is_directory(out), "--out {}: exists and is not a folder", out);
 }
 
 }  // namespace
 
 void add_check_command(CLI::App& app, int& exit_code) {
   struct Opts {
-    std::string stage, case_dir, candidate, output;
+    std::string stage, case_dir, candidate, output, rule;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("check", "apply the tolerance rule to a candidate output (exit 0 pass, 1 fail, 2 bad input)");
-  cmd->add_option("stage", o->stage, "stage, e.g. 01-softmax")->required();
-  cmd->add_option("case_dir", o->case_dir, "golden case folder (from `ladder golden`)")->required();
+  auto* cmd = app.add_subcommand("check", "judge a candidate output by the stage's contract (exit 0 pass, 1 fail, 2 bad input)");
+  cmd->add_option("stage", o->stage, "stage, e.g. 01-softmax (see `ladder describe`)")->required();
+  cmd->add_option("case_dir", o->case_dir, "case folder (from `ladder golden` or `ladder oracle`)")->required();
   cmd->add_option("candidate", o->candidate, "candidate output (.npy)")->required();
-  cmd->add_option("--output", o->output, "which output the candidate is (05-eplb: phy2log, log2phy or logcnt)");
+  cmd->add_option("--output", o->output, "which output the candidate is (default: the contract's first)");
+  cmd->add_option("--rule", o->rule, "another rule the contract offers (05-eplb: valid)");
   cmd->callback([o, &exit_code] {
-    require(fs::is_directory(o->case_dir), "check: CASE_DIR '{}' is not a folder", o->case_dir);
-    if (o->stage == "01-softmax") {
-      require(o->output.empty(), "check: 01-softmax has one output; --output is not used");
-      exit_code = check_softmax(o->case_dir, o->candidate) ? 0 : 1;
-      return;
+    const Contract& c = contract(o->stage);
+    if (!o->output.empty()) c.output(o->output);  // names the known outputs if not one
+    const NpyData cand = read_candidate(o->candidate, "CANDIDATE");
+    const CaseFolder cf = read_case(c, o->case_dir);
+    Tensors companions;  // the candidate's other outputs beside it, for rules that judge them together
+    if (!o->rule.empty())
+      for (const OutputSpec& s : c.outputs) {
+        const fs::path p = fs::path(o->candidate).parent_path() / (s.name + ".npy");
+        if (s.name != o->output && fs::is_regular_file(p) && !fs::equivalent(p, o->candidate))
+          companions[s.name] = read_npy(p);
+      }
+    const CheckReport r = check(c, cf.inputs, cf.params, cf.expected, o->output, cand, o->rule, companions);
+    if (!cf.note.empty()) fmt::print("note: {}\n", cf.note);
+    fmt::print("{} vs {} ({}): {}\n", o->candidate, o->case_dir, r.output, r.text);
+    exit_code = r.pass ? 0 : 1;
+  });
+}
+
+void add_oracle_command(CLI::App& app) {
+  struct Opts {
+    std::string stage, inputs, out, params;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("oracle", "fp64 expected outputs of YOUR inputs, as a case folder `ladder check` reads");
+  cmd->add_option("stage", o->stage, "stage, e.g. 02-attention (see `ladder describe STAGE` for the files)")->required();
+  cmd->add_option("--inputs", o->inputs, "folder with one NAME.npy per contract input")->required();
+  cmd->add_option("--out", o->out, "folder to write the expected outputs and case.json into")->required();
+  cmd->add_option("--params", o->params, "JSON object of the contract's params (default: INPUTS/params.json if any)");
+  cmd->callback([o] {
+    const Contract& c = contract(o->stage);
+    require(fs::is_directory(o->inputs), "--inputs {}: not a folder", o->inputs);
+    require_out_dir(o->out);
+    Tensors in;
+    for (const TensorSpec& s : c.inputs) {
+      const fs::path p = fs::path(o->inputs) / (s.name + ".npy");
+      require(fs::is_regular_file(p), "--inputs {}: {}.npy is missing ({} {} {}: see `ladder describe {}`)", o->inputs,
+              s.name, s.name, s.dtype, s.shape, c.stage);
+      in[s.name] = read_npy(p);
     }
-    if (o->stage == "05-eplb") {
-      exit_code = check_eplb(o->case_dir, o->candidate, o->output) ? 0 : 1;
-      return;
+    nlohmann::json params = nlohmann::json::object();
+    const fs::path pf = o->params.empty() ? fs::path(o->inputs) / "params.json" : fs::path(o->params);
+    if (!o->params.empty() || fs::exists(pf)) {
+      require(fs::is_regular_file(pf), "--params {}: no such file", pf.string());
+      params = read_json(pf);
+      require(params.is_object(), "{}: params violate a JSON object", pf.string());
     }
-    throw Error("check: stage '" + o->stage + "' has no file check yet (stages with one: 01-softmax, 05-eplb)");
+    const Tensors out = run_oracle(c, in, params);
+    write_case(c, o->out, in, params, out);
+    fmt::print("wrote {} expected outputs of {} to {} (check with `ladder check {} {} CANDIDATE.npy`)\n", c.stage,
+               o->inputs, o->out, c.stage, o->out);
+  });
+}
+
+void add_describe_command(CLI::App& app) {
+  auto stage = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("describe", "print a stage's case contract: input/output files, dtypes, shapes, rules");
+  cmd->add_option("stage", *stage, "stage (default: every stage)");
+  cmd->callback([stage] {
+    if (!stage->empty()) return fmt::print("{}", describe(contract(*stage)));
+    for (const Contract& c : contracts()) fmt::print("{}\n", describe(c));
   });
 }
 

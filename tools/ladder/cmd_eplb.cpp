@@ -4,8 +4,9 @@
 //
 // FILE holds the load statistics: [layers, experts] or [experts] (one layer), as .npy (float or int
 // dtypes) or JSON (a list, a list of equal-length lists, or {"weight": ...}). Prints the placement per
-// GPU and the imbalance before (static layout, no replicas) and after. --out writes phy2log.npy,
-// log2phy.npy and logcnt.npy. Bad input throws ladder::Error (main.cpp: one line, exit 2).
+// GPU and the imbalance before (static layout, no replicas) and after. --out writes a case folder
+// (weight.npy, phy2log.npy, log2phy.npy, logcnt.npy, case.json) that `ladder check 05-eplb` reads.
+// The arithmetic is eplb.py's float32. Bad input throws ladder::Error (main.cpp: one line, exit 2).
 #include <fmt/format.h>
 
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "cli.hpp"
 #include "eplb_report.hpp"
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/eplb.hpp"
@@ -92,6 +94,7 @@ Mat<double> load_weights(const std::string& file) {
   const std::string ext = path.extension().string();
   require(ext == ".npy" || ext == ".json", "eplb: --weights {}: extension '{}' violates .npy or .json", file, ext);
   require(fs::exists(path), "eplb: --weights {}: no such file", file);
+  require(!fs::is_directory(path), "eplb: --weights {}: is a folder, a .npy or .json file is required", file);
   return ext == ".npy" ? weights_from_npy(path) : weights_from_json(path);
 }
 
@@ -100,9 +103,20 @@ struct EplbOpts {
   Index replicas = 0, groups = 1, nodes = 1, gpus = 1, layer = -1;
 };
 
+// More slots than this per layer is a typo, not a model (DeepSeek-V3 has 288); refused before any allocation.
+constexpr Index kMaxReplicas = Index{1} << 20;
+
 void run_eplb(const EplbOpts& o) {
+  require(o.replicas >= 1 && o.replicas <= kMaxReplicas, "eplb: --replicas {} violates 1 <= replicas <= {}", o.replicas,
+          kMaxReplicas);
+  require(o.out.empty() || !fs::exists(o.out) || fs::is_directory(o.out), "eplb: --out {}: exists and is not a folder",
+          o.out);
   const Mat<double> w = load_weights(o.weights);
-  const eplb::Placement p = eplb::rebalance_experts(w, o.replicas, o.groups, o.nodes, o.gpus);
+  require(static_cast<double>(w.rows()) * static_cast<double>(o.replicas) <= static_cast<double>(Index{1} << 26),
+          "eplb: layers x --replicas = {} x {} violates <= 2^26 slots", w.rows(), o.replicas);
+  // eplb.py's arithmetic: float32 (weight.float()); refuses loads float32 cannot hold, naming the entry.
+  const eplb::Placement p =
+      eplb::rebalance_experts(eplb::detail::to_float32_weights(w, "--weights"), o.replicas, o.groups, o.nodes, o.gpus);
   require(o.layer >= -1 && o.layer < p.num_layers(), "eplb: --layer {} violates -1 <= layer < num_layers = {}",
           o.layer, p.num_layers());
   fmt::print("{}\n", eplb_report::summary_line(p));
@@ -115,11 +129,14 @@ void run_eplb(const EplbOpts& o) {
     if (o.layer < 0 || o.layer == l) fmt::print("{}", eplb_report::layer_placement(w, p, l));
   fmt::print("{}", eplb_report::imbalance_table(w, p));
   if (!o.out.empty()) {
-    fs::create_directories(o.out);
-    save_npy(fs::path(o.out) / "phy2log.npy", Array<Index>::from(p.phy2log));
-    save_npy(fs::path(o.out) / "log2phy.npy", p.log2phy);
-    save_npy(fs::path(o.out) / "logcnt.npy", Array<Index>::from(p.logcnt));
-    fmt::print("wrote phy2log.npy, log2phy.npy, logcnt.npy to {}\n", o.out);
+    // A case folder (weight, the three maps, case.json with the digest): `ladder check 05-eplb DIR` reads it.
+    const nlohmann::json params = {{"num_replicas", o.replicas}, {"num_groups", o.groups}, {"num_nodes", o.nodes},
+                                   {"num_gpus", o.gpus}};
+    write_case(contract(eplb::kStage), o.out, {{"weight", to_npy(Array<double>::from(w))}}, params,
+               {{"phy2log", to_npy(Array<Index>::from(p.phy2log))},
+                {"log2phy", to_npy(p.log2phy)},
+                {"logcnt", to_npy(Array<Index>::from(p.logcnt))}});
+    fmt::print("wrote weight.npy, phy2log.npy, log2phy.npy, logcnt.npy and case.json to {}\n", o.out);
   }
 }
 

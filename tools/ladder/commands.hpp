@@ -8,5 +8,7 @@ void add_list_command(CLI::App& app);
 void add_golden_command(CLI::App& app);
 void add_check_command(CLI::App& app, int& exit_code);  // exit_code: 0 pass, 1 fail
 void add_reproduce_command(CLI::App& app);
+void add_oracle_command(CLI::App& app);    // check.cpp
+void add_describe_command(CLI::App& app);  // check.cpp
 
 }  // namespace ladder::cli

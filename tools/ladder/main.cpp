@@ -3,7 +3,9 @@
 //   ladder list [STAGE]                              the registry
 //   ladder golden --regenerate [STAGE]               rewrite data/golden from the fp64 references
 //   ladder golden STAGE [--case NAME --out DIR]      list a stage's cases / write one case whole
-//   ladder check STAGE CASE_DIR CANDIDATE.npy        tolerance rule; exit 0 pass, 1 fail, 2 bad input
+//   ladder check STAGE CASE_DIR CANDIDATE.npy        the contract's rule; exit 0 pass, 1 fail, 2 bad input
+//   ladder oracle STAGE --inputs DIR --out DIR       fp64 expected outputs of your own inputs
+//   ladder describe [STAGE]                          the case contract of a stage
 //   ladder reproduce [STAGE] [--out DIR]             papers' numbers beside ours; Markdown report
 //   ladder eplb --weights FILE ...                   stage 05 placement
 //   ladder simulate --config FILE.json               stage 06 event simulator and goodput
@@ -11,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <string>
 #include <exception>
 
 #include "cli.hpp"
@@ -24,9 +27,18 @@ int main(int argc, char** argv) {
   ladder::cli::add_list_command(app);
   ladder::cli::add_golden_command(app);
   ladder::cli::add_check_command(app, rc);
+  ladder::cli::add_oracle_command(app);
+  ladder::cli::add_describe_command(app);
   ladder::cli::add_reproduce_command(app);
   ladder::cli::add_eplb_command(app);
   ladder::cli::add_simulate_command(app);
+  // An unknown first word is named (CLI11 would only say that a subcommand is required).
+  if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* s) { return s->get_name() == argv[1]; }).empty()) {
+    std::string names;
+    for (const CLI::App* s : app.get_subcommands([](CLI::App*) { return true; })) names += (names.empty() ? "" : ", ") + s->get_name();
+    std::fprintf(stderr, "ladder: error: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
