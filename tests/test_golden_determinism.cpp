@@ -16,6 +16,7 @@
 #include <iterator>
 
 #include "golden_util.hpp"
+#include "ladder/core/gemm.hpp"
 #include "ladder/core/golden.hpp"
 
 namespace fs = std::filesystem;
