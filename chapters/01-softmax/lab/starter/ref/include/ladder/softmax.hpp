@@ -38,6 +38,7 @@
 
 namespace ladder::softmax {
 
+#include "ladder/core/math.hpp"
 // ---- one row (V = cols elements), in the notes' notation -------------------------------------
 
 // naive: d_V = sum_j e^{x_j}; y_i = e^{x_i} / d_V.

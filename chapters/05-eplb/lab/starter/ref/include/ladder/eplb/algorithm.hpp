@@ -27,15 +27,20 @@
 //    two replicas of the same expert -- that changes only phyrank / log2phy; for tied different
 //    experts (or tied groups in step 1) phy2log differs too. argmax ties (replicate_experts) take the
 //    lowest id in both (torch.max returns the first maximal index).
-//  * Arithmetic in T. T = double is the oracle; eplb.py casts the weights to float32, and
-//    rebalance_experts<float> repeats its float32 divisions and pack sums (for integer token counts
-//    below 2^24 both are exact, so double and float agree). Group sums are taken left to right.
+//  * Arithmetic in T. eplb.py computes in float32 (rebalance_experts: weight.float()), and the oracle
+//    does too: the registry rungs, the goldens and `ladder eplb` call the T = float templates on
+//    to_float32_weights(w). Float32 is not a detail: once a load is divided by a replica count,
+//    double and float32 can order two pack loads differently (4 + 8/3 and 10/3 + 10/3 are equal in
+//    double, not in float32), and about 2 % of random inputs then give another phy2log. T = double
+//    remains available for exact-arithmetic studies. Group sums are taken left to right (torch sums
+//    in another order; for integer token counts below 2^24 every order gives the same float32).
 //  * Preconditions throw ladder::Error naming the parameter, the value and the constraint (eplb.py
 //    asserts some of them and silently misbehaves on the rest, e.g. negative or NaN weights).
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -75,6 +80,24 @@ void require_weights(const Mat<T>& w, const char* fn) {
       require(std::isfinite(v) && v >= 0, "eplb: {}: weight({}, {}) = {} violates weight finite and >= 0", fn, i, j,
               v);
     }
+}
+
+// eplb.py's weight.float(): the loads as float32, refusing values float32 cannot hold (a weight or a
+// layer's total above FLT_MAX would become inf inside a group or pack sum).
+inline Mat<float> to_float32_weights(const Mat<double>& w, const char* what = "weight") {
+  require_weights(w, "to_float32_weights");
+  const double fmax = static_cast<double>(std::numeric_limits<float>::max());
+  for (Index i = 0; i < w.rows(); ++i) {
+    double row = 0;
+    for (Index j = 0; j < w.cols(); ++j) {
+      require(w(i, j) <= fmax, "eplb: {}[{}][{}] = {} violates weight <= {:.8g} (eplb.py computes in float32)", what, i,
+              j, w(i, j), fmax);
+      row += w(i, j);
+    }
+    require(row <= fmax, "eplb: {} row {} sums to {} violates sum <= {:.8g} (eplb.py's float32 group and pack sums)",
+            what, i, row, fmax);
+  }
+  return w.cast<float>();
 }
 
 inline void require_positive(const char* fn, const char* name, Index v) {
