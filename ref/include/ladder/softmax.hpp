@@ -33,11 +33,11 @@
 
 #include "ladder/core/cost.hpp"
 #include "ladder/core/error.hpp"
+#include "ladder/core/math.hpp"
 #include "ladder/core/tensor.hpp"
 
 namespace ladder::softmax {
 
-#include "ladder/core/math.hpp"
 // ---- one row (V = cols elements), in the notes' notation -------------------------------------
 
 // naive: d_V = sum_j e^{x_j}; y_i = e^{x_i} / d_V.
