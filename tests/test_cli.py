@@ -57,6 +57,17 @@ def oracle_cli_cases(tmp, case, eplb, good):
     np.save(j(tampered, "y.npy"), np.zeros_like(y))
     expect("check: a tampered folder is refused", ["check", "01-softmax", tampered, j(tmp, "good.npy")], 2,
            "digest", err_one_line=True)
+    # A digest key that names a path outside the folder is refused before anything is read through it.
+    import json
+    escape = j(tmp, "escape")
+    expect("golden writes a case to point outside", ["golden", "01-softmax", "--case", "len_97", "--out", escape], 0)
+    with open(j(escape, "case.json")) as f:
+        manifest = json.load(f)
+    manifest["digest"]["../good.npy"] = "sha256:00"
+    with open(j(escape, "case.json"), "w") as f:
+        json.dump(manifest, f)
+    expect("check: a digest key with a path is refused", ["check", "01-softmax", escape, j(tmp, "good.npy")], 2,
+           "plain file name", err_one_line=True)
     # oracle on the user's own inputs, then check; every stage with a contract.
     ins = j(tmp, "ins")
     os.makedirs(ins)

@@ -145,6 +145,11 @@ CaseFolder read_case(const Contract& c, const fs::path& dir) {
   require(digest.is_object(), "{}: field \"digest\" violates type object", cj.string());
   for (const auto& [f, h] : digest.items()) {
     require(h.is_string(), "{}: digest of {} = {} violates type string", cj.string(), f, h.dump());
+    // A digest key names a file IN the folder: a path ("../x", "/etc/passwd", "sub/y.npy") would make
+    // `check` read (and hash) files outside the case folder.
+    require(!f.empty() && f != "." && f != ".." && f.find_first_of("/\\") == std::string::npos,
+            "{}: digest key '{}' violates a plain file name in the case folder (no '/', '\\', '..')",
+            cj.string(), f);
     const std::string got = "sha256:" + sha256_hex(file_bytes(dir / f));
     require(got == h.get<std::string>(),
             "{}: sha256 differs from case.json's digest (the folder was changed after it was written); "
