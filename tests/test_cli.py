@@ -93,6 +93,20 @@ def oracle_cli_cases(tmp, case, eplb, good):
     np.save(j(tmp, "O32.npy"), o.astype(np.float32))
     expect("check 02-attention O passes", ["check", "02-attention", j(tmp, "o3"), j(tmp, "O32.npy"), "--output", "O"],
            0, "PASS")
+    # A float64 candidate that sums in another order (numpy's own attention) is a right answer: it must pass
+    # (the fp64 naive rung is the oracle itself, so the rule scales the float32 baseline's error, k + 1);
+    # the same candidate with one element off by 1e-9 is wrong and must fail.
+    q, kk, v = (np.load(j(att, n + ".npy")).astype(np.float64) for n in ("Q", "K", "V"))
+    s = np.einsum("bhqd,bhkd->bhqk", q, kk) / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    o64 = np.einsum("bhqk,bhkd->bhqd", p / p.sum(-1, keepdims=True), v)
+    np.save(j(tmp, "O64.npy"), o64)
+    expect("check 02-attention: numpy float64 O passes", ["check", "02-attention", j(tmp, "o3"), j(tmp, "O64.npy"),
+           "--output", "O"], 0, "PASS")
+    o64[0, 1, 2, 3] += 1e-9
+    np.save(j(tmp, "O64bad.npy"), o64)
+    expect("check 02-attention: float64 O off by 1e-9 fails", ["check", "02-attention", j(tmp, "o3"),
+           j(tmp, "O64bad.npy"), "--output", "O"], 1, "FAIL")
     # EPLB: the float32 reproducer, case.json from `ladder eplb --out`, and the valid rule.
     with open(j(tmp, "w.json"), "w") as f:
         f.write("[[8, 0, 4, 10, 1]]")

@@ -67,7 +67,7 @@ Contract attention_contract() {
                {"dK", "<f8", "[B, H, Nk, d]", "gradient w.r.t. K", Rule::max_abs, 3, grad, false, ""},
                {"dV", "<f8", "[B, H, Nk, d]", "gradient w.r.t. V", Rule::max_abs, 3, grad, false, ""}};
   c.oracle_doc = "naive_forward<double> and naive_backward<double> of the float32 inputs";
-  c.baseline_doc = "naive forward and backward_naive in the candidate's precision";
+  c.baseline_doc = "naive forward and backward_naive in float32 (a float64 candidate: that error x 2^-29, k + 1)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_naive<double>(inputs(t, params)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);

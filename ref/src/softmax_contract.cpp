@@ -16,7 +16,7 @@ Contract softmax_contract() {
                 "structural facts hold (no negative entry, exactly 0 where x is -inf, rows sum as the oracle's)",
                 true, "x"}};
   c.oracle_doc = "safe softmax (notes Alg. 2) in float64 of the float32 input";
-  c.baseline_doc = "safe softmax in the candidate's precision (float32 or float64)";
+  c.baseline_doc = "safe softmax in float32 (a float64 candidate: that error x 2^-29, k + 1)";
   auto input = [](const Tensors& in) {
     const Array<float> x = from_npy<float>(tensor(in, "x", "01-softmax"), "input x");
     require(!x.shape.empty() && x.cols() >= 1 && x.rows() >= 1,

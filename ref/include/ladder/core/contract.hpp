@@ -9,8 +9,9 @@
 //       Rule::elementwise  scale varies element to element (probabilities): each element at its own
 //                          scale, plus the structural facts of a probability row (OutputSpec::probability);
 //       Rule::exact        integer outputs (maps, routing): equality;
-//   * the fp64 oracle (inputs, params) -> outputs, and the same-precision baseline rung (inputs,
-//     params, F4 or F8) -> float outputs, which sets the tolerance (k x its error);
+//   * the fp64 oracle (inputs, params) -> outputs, and the float32 baseline rung (inputs, params, F4)
+//     -> float outputs, which sets the tolerance (k x its error); a float64 candidate is judged with
+//     that error scaled by eps64 / eps32 and k + 1 (check() in ref/src/contract.cpp says why);
 //   * optional extra rules a user may ask for by name (05-eplb: "valid").
 //
 // How a stage declares its contract (the whole of it for a one-input, one-output stage):
