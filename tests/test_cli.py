@@ -32,6 +32,12 @@ def expect(name, args, rc, out_has="", err_one_line=False):
         failures += 1
 
 
+def verdict(name, ok):
+    global failures
+    print(f"{'ok  ' if ok else 'FAIL'} {name}")
+    failures += 0 if ok else 1
+
+
 def oracle_cli_cases(tmp, case, eplb, good):
     """Issue 19 / 15: contracts for every stage, wrong candidates fail, bad input is one line, exit 2."""
     j = os.path.join
@@ -107,6 +113,7 @@ def oracle_cli_cases(tmp, case, eplb, good):
     np.save(j(tmp, "O64bad.npy"), o64)
     expect("check 02-attention: float64 O off by 1e-9 fails", ["check", "02-attention", j(tmp, "o3"),
            j(tmp, "O64bad.npy"), "--output", "O"], 1, "FAIL")
+    mla_cases(tmp, rng)
     # EPLB: the float32 reproducer, case.json from `ladder eplb --out`, and the valid rule.
     with open(j(tmp, "w.json"), "w") as f:
         f.write("[[8, 0, 4, 10, 1]]")
@@ -146,6 +153,60 @@ def oracle_cli_cases(tmp, case, eplb, good):
         f.write(cj.replace('"stage": "05-eplb"', '"stage": 5'))
     expect("check: a wrongly typed case.json field is named", ["check", "05-eplb", ep, j(tmp, "better.npy")], 2,
            '"stage"', err_one_line=True)
+
+
+def mla_cases(tmp, rng):
+    """03-mla through the contract: the committed case round-trips, user shapes get an oracle, wrong fails."""
+    j = os.path.join
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "golden", "03-mla")
+    case = j(root, "L_65")
+    expect("check 03-mla on a committed case (weights from its model folder)", ["check", "03-mla", case,
+           j(case, "u.npy"), "--output", "u"], 0, "PASS")
+    # The committed inputs and weights as a user would write them: the oracle must give the golden's bytes.
+    mine = j(tmp, "mla_in")
+    os.makedirs(mine)
+    for d in (case, j(root, "model_small")):
+        for f in os.listdir(d):
+            if f.endswith(".npy") and f not in ("u.npy", "scores.npy", "lse.npy"):
+                np.save(j(mine, f), np.load(j(d, f)))
+    expect("oracle 03-mla on the committed inputs", ["oracle", "03-mla", "--inputs", mine, "--out", j(tmp, "mla_o")],
+           0, "wrote")
+    for out in ("u", "scores", "lse"):
+        a, b = np.load(j(tmp, "mla_o", out + ".npy")), np.load(j(case, out + ".npy"))
+        same = a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        verdict(f"oracle 03-mla {out} is the committed golden, byte for byte", same)
+    # User shapes: H = 3, nope 5, rope 4, v 6, kv_lora 7, q_lora 9, hidden 11; two sequences (1 and 70
+    # tokens, block size 16) over a shuffled block table.
+    H, nope, rope, v, kvl, ql, hid, bs = 3, 5, 4, 6, 7, 9, 11, 16
+    u = j(tmp, "mla_u")
+    os.makedirs(u)
+
+    def w(name, *shape):
+        np.save(j(u, name + ".npy"), (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32))
+    w("W_DQ", ql, hid), w("W_UQ", H * nope, ql), w("W_QR", H * rope, ql), w("W_DKV", kvl + rope, hid)
+    w("kv_b", H * (nope + v), kvl), w("W_O", hid, H * v)
+    np.save(j(u, "q_norm.npy"), rng.uniform(0.5, 1.5, ql).astype(np.float32))
+    np.save(j(u, "kv_norm.npy"), rng.uniform(0.5, 1.5, kvl).astype(np.float32))
+    np.save(j(u, "h.npy"), rng.standard_normal((2, hid)).astype(np.float32))
+    np.save(j(u, "seqlens.npy"), np.array([1, 70], dtype=np.int32))
+    np.save(j(u, "q_pos.npy"), np.array([0, 69], dtype=np.int32))
+    np.save(j(u, "block_table.npy"), np.array([[5, -1, -1, -1, -1], [0, 3, 1, 4, 2]], dtype=np.int32))
+    np.save(j(u, "blocks.npy"), rng.standard_normal((6, bs, kvl + rope)).astype(np.float32))
+    expect("oracle 03-mla on user shapes", ["oracle", "03-mla", "--inputs", u, "--out", j(tmp, "mla_uo")], 0, "wrote")
+    uo = np.load(j(tmp, "mla_uo", "u.npy"))
+    np.save(j(tmp, "mla_u32.npy"), uo.astype(np.float32))
+    expect("check 03-mla: the float32 rounding of the oracle passes", ["check", "03-mla", j(tmp, "mla_uo"),
+           j(tmp, "mla_u32.npy")], 0, "PASS")
+    bad = uo.copy()
+    bad[1, 4] += 1e-3 * np.abs(uo).max()
+    np.save(j(tmp, "mla_bad.npy"), bad.astype(np.float32))
+    expect("check 03-mla: one element off by 1e-3 of the scale fails", ["check", "03-mla", j(tmp, "mla_uo"),
+           j(tmp, "mla_bad.npy")], 1, "FAIL")
+    expect("check 03-mla: lse given as u is named", ["check", "03-mla", j(tmp, "mla_uo"),
+           j(tmp, "mla_uo", "lse.npy")], 2, "--output lse", err_one_line=True)
+    np.save(j(u, "W_QR.npy"), rng.standard_normal((H * rope + 1, ql)).astype(np.float32))
+    expect("oracle 03-mla: W_QR rows not H * rope is named", ["oracle", "03-mla", "--inputs", u, "--out",
+           j(tmp, "mla_x")], 2, "W_QR", err_one_line=True)
 
 
 with tempfile.TemporaryDirectory() as tmp:

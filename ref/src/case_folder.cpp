@@ -163,6 +163,36 @@ CaseFolder read_case(const Contract& c, const fs::path& dir) {
   };
   for (const TensorSpec& s : c.inputs)
     if (fs::exists(dir / (s.name + ".npy"))) cf.inputs[s.name] = load(s.name);
+  // Inputs shared by several cases (03-mla's weights) live in a sibling folder that case.json names as
+  // "model"; they are read from there, checked against THAT folder's digest.
+  if (cf.manifest.contains("model")) {
+    const auto model = field<std::string>(cf.manifest, "model", cj, "string", "");
+    require(!model.empty() && model != "." && model != ".." && model.find_first_of("/\\") == std::string::npos,
+            "{}: field \"model\" = '{}' violates the plain name of a sibling case folder", cj.string(), model);
+    fs::path self = fs::absolute(dir).lexically_normal();
+    if (!self.has_filename()) self = self.parent_path();  // "case/" -> "case"
+    const fs::path mdir = self.parent_path() / model;
+    bool needed = false;
+    for (const TensorSpec& s : c.inputs) needed = needed || !cf.inputs.count(s.name);
+    if (needed) {
+      require(fs::is_regular_file(mdir / "case.json"), "{}: names model '{}', but {} has no case.json", cj.string(),
+              model, mdir.string());
+      const nlohmann::json mj = read_json(mdir / "case.json");
+      require(mj.is_object() && mj.contains("digest") && mj.at("digest").is_object(),
+              "{}: has no digest (the shared inputs cannot be trusted)", (mdir / "case.json").string());
+      const nlohmann::json& md = mj.at("digest");
+      for (const TensorSpec& s : c.inputs) {
+        if (cf.inputs.count(s.name) || !fs::exists(mdir / (s.name + ".npy"))) continue;
+        const std::string f = s.name + ".npy";
+        require(md.contains(f) && md.at(f).is_string(), "{}: not covered by its case.json's digest",
+                (mdir / f).string());
+        require("sha256:" + sha256_hex(file_bytes(mdir / f)) == md.at(f).get<std::string>(),
+                "{}: sha256 differs from its case.json's digest (the folder was changed after it was written)",
+                (mdir / f).string());
+        cf.inputs[s.name] = read_npy(mdir / f);
+      }
+    }
+  }
   if (sealed) {
     for (const OutputSpec& o : c.outputs)
       if (fs::exists(dir / (o.name + ".npy"))) cf.expected[o.name] = load(o.name);

@@ -159,7 +159,7 @@ std::vector<std::string> golden_case_names() {
   return n;
 }
 
-void write_golden_case(const std::string& name, const fs::path& dir, bool) {
+void write_golden_case(const std::string& name, const fs::path& dir, bool whole) {
   fs::create_directories(dir);
   if (name == kModelCase) return write_model(dir);
   const GoldenCase& c = golden_case(name);
@@ -204,6 +204,22 @@ void write_golden_case(const std::string& name, const fs::path& dir, bool) {
                "history, the last row from h itself; q_pos = L - 1";
   j["files"] = {"h.npy", "q_pos.npy", "seqlens.npy", "block_table.npy", "blocks.npy",
                 "u.npy", "scores.npy", "lse.npy"};
+  if (whole) {
+    // `ladder golden 03-mla --case NAME --out DIR`: the folder stands alone for `ladder check` (the
+    // contract's inputs include the weights); the committed cases share model_small instead.
+    for (const auto& [wname, m] : kMatrices) {
+      save_npy(dir / (std::string(wname) + ".npy"), Array<float>::from(W.*m));
+      j["files"].push_back(std::string(wname) + ".npy");
+    }
+    for (const auto& [wname, g] : kGains) {
+      Array<float> a({(W.*g).size()});
+      std::copy((W.*g).data(), (W.*g).data() + (W.*g).size(), a.data.begin());
+      save_npy(dir / (std::string(wname) + ".npy"), a);
+      j["files"].push_back(std::string(wname) + ".npy");
+    }
+    j.erase("model");
+    j["params"] = {{"rope_theta", W.cfg.rope_theta}, {"rms_eps", W.cfg.rms_eps}, {"softmax_scale", W.cfg.scale()}};
+  }
   write_json(dir / "case.json", j);
   seal_case(dir);  // digest of every file: `ladder check` refuses a changed folder
 }
