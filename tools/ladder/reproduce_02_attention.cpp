@@ -88,7 +88,7 @@ std::string a100_table(Out& out) {
   const double pr_b = pv["hbm_standard"].get<double>() / pv["hbm_flash"].get<double>();
   const double pr_t = pv["runtime_standard"].get<double>() / pv["runtime_flash"].get<double>();
   out.line(fmt::format(
-      "Why the rows differ. GFLOPs: the paper's counts are off by a constant factor (the author in "
+      "Why the rows differ. GFLOPs: the paper's counts \"might have been off by some factor\" (the author in "
       "Dao-AILab/flash-attention#741: the matmuls alone are {} vs {} GFLOP; our GEMM terms give {:.0f} vs {:.0f}), "
       "so compare the ratio FlashAttention / standard: paper {:.2f}, ours {:.2f} (the backward recomputes S).",
       pv["gflops_matmul_standard"].get<double>(), pv["gflops_matmul_flash"].get<double>(), gemm_std / 1e9,
