@@ -87,7 +87,8 @@ void readme_section(Report& r, const std::map<std::string, nlohmann::json>& pape
           eplb_report::imbalance_table(w, p));
   const eplb::Placement g = eplb::rebalance_experts(w, 16, 3, 2, 8);
   r.line(fmt::format("global variant (3 groups on 2 nodes: 3 % 2 != 0 -> {} policy)", eplb::policy_name(g.policy)));
-  r.line(match_line("phy2log", "the README", paper.at("readme_global_phy2log"), g.phy2log));
+  r.line(match_line("phy2log", "eplb.py's output (the README prints only the hierarchical example)",
+                    paper.at("readme_global_phy2log"), g.phy2log));
 }
 
 void seed_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
