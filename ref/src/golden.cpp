@@ -1,8 +1,5 @@
-// ref/src/golden.cpp -- the table of stages with golden cases, and case.json I/O.
+// ref/src/golden.cpp -- the table of stages with golden cases (case.json I/O: ref/src/golden_io.cpp).
 #include "ladder/core/golden.hpp"
-
-#include <fstream>
-#include <sstream>
 
 #include "ladder/core/error.hpp"
 #include "ladder/golden_cases.hpp"
@@ -29,35 +26,6 @@ const GoldenStage& golden_stage(const std::string& stage) {
     known += (known.empty() ? "" : ", ") + s.stage;
   }
   throw Error("stage '" + stage + "' has no golden cases (stages with goldens: " + known + ")");
-}
-
-nlohmann::json case_manifest(const std::string& stage, const std::vector<std::string>& rungs, uint64_t seed,
-                             const nlohmann::json& shapes, const nlohmann::json& dtypes,
-                             const nlohmann::json& tolerance) {
-  return nlohmann::json{{"format_version", kGoldenFormatVersion},
-                        {"stage", stage},
-                        {"rungs", rungs},
-                        {"seed", seed},
-                        {"shapes", shapes},
-                        {"dtype", dtypes},
-                        {"generator", std::string("ladder ") + kVersion},
-                        {"tolerance", tolerance}};
-}
-
-void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
-  std::ofstream out(path);
-  require(out.good(), "{}: cannot open for writing", path.string());
-  out << j.dump(2) << "\n";
-}
-
-nlohmann::json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  require(in.good(), "{}: cannot open file", path.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path.string() + ": not valid JSON (" + e.what() + ")");
-  }
 }
 
 }  // namespace ladder
