@@ -1,0 +1,36 @@
+# The multi-process rungs launched with mpirun (label mpi): ladder-kv-migrate on 2, 3 and 4 ranks must
+# give decode outputs bit-identical to one process; a planted bug (the decode rank ignores the order it
+# asked its blocks in) must fail; bad launches end every rank with one error and a non-zero exit, never
+# a hang (a prefill rank that dies mid-transfer, different configurations, too little KV capacity).
+# scripts/setup installs Open MPI; in the ci preset its absence is a configure error.
+if(TARGET ladder-kv-migrate)
+  find_program(LADDER_MPIRUN mpirun)
+  # Root may run mpirun here (CI containers run as root); one OpenMP thread per rank (-np 4 on 2 cores).
+  set(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+  set(run ${LADDER_MPIRUN} --oversubscribe)
+  set(exe $<TARGET_FILE:ladder-kv-migrate>)
+  foreach(np 2 3 4)
+    add_test(NAME mpi.kv_migrate.np${np} COMMAND ${run} -np ${np} ${exe})
+    set_tests_properties(mpi.kv_migrate.np${np} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
+                         PASS_REGULAR_EXPRESSION "BIT-IDENTICAL")
+  endforeach()
+  add_test(NAME mpi.kv_migrate.small_blocks COMMAND ${run} -np 3 ${exe} --prompts 1,15,16,17,200,3 --block-size 16
+           --decode-blocks 40 --steps 3)
+  set_tests_properties(mpi.kv_migrate.small_blocks PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
+                       PASS_REGULAR_EXPRESSION "BIT-IDENTICAL")
+  add_test(NAME mpi.kv_migrate.planted_order COMMAND ${run} -np 2 ${exe} --test-plant-ignore-order)
+  set_tests_properties(mpi.kv_migrate.planted_order PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "DIFFERENT \\(FAIL\\)")
+  add_test(NAME mpi.kv_migrate.dead_prefill COMMAND ${run} -np 2 ${exe} --timeout 3 --test-die-after-blocks 9)
+  set_tests_properties(mpi.kv_migrate.dead_prefill PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "no block [0-9]+ of [0-9]+ of prompt [0-9]+ \\([0-9]+ received\\) from rank 0")
+  add_test(NAME mpi.kv_migrate.skewed_config COMMAND ${run} -np 3 ${exe} --test-skew-rank 1)
+  set_tests_properties(mpi.kv_migrate.skewed_config PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*different configurations")
+  add_test(NAME mpi.kv_migrate.too_little_capacity COMMAND ${run} -np 2 ${exe} --decode-blocks 20)
+  set_tests_properties(mpi.kv_migrate.too_little_capacity PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 0: error: .*--decode-blocks = 20 violates")
+elseif(LADDER_REQUIRE_ALL_TESTS AND NOT LADDER_TSAN AND NOT LADDER_LAB AND NOT LADDER_GPU)
+  message(FATAL_ERROR "Open MPI not found: the multi-process tests cannot be built. Debian's libopenmpi-dev and "
+                      "openmpi-bin (scripts/setup installs them); or configure with -DLADDER_REQUIRE_ALL_TESTS=OFF.")
+endif()
