@@ -34,3 +34,31 @@ elseif(LADDER_REQUIRE_ALL_TESTS AND NOT LADDER_TSAN AND NOT LADDER_LAB AND NOT L
   message(FATAL_ERROR "Open MPI not found: the multi-process tests cannot be built. Debian's libopenmpi-dev and "
                       "openmpi-bin (scripts/setup installs them); or configure with -DLADDER_REQUIRE_ALL_TESTS=OFF.")
 endif()
+# Expert parallelism (ladder-ep-moe): both dispatch variants on 2 and 4 ranks, balanced and Zipf routing;
+# routing and group sizes exact, output within the rule, bytes sent equal the routing's count.
+if(TARGET ladder-ep-moe)
+  set(exe $<TARGET_FILE:ladder-ep-moe>)
+  foreach(variant a2a ag-rs)
+    foreach(np 2 4)
+      foreach(routing balanced zipf)
+        set(extra "")
+        if(routing STREQUAL "zipf")
+          set(extra --zipf)
+        endif()
+        set(name mpi.ep_moe.${variant}.np${np}.${routing})
+        add_test(NAME ${name} COMMAND ${run} -np ${np} ${exe} --variant ${variant} ${extra})
+        set_tests_properties(${name} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
+                             PASS_REGULAR_EXPRESSION "ranks, T = [0-9]+, E = [0-9]+, k = [0-9]+, D = [0-9]+: PASS")
+      endforeach()
+    endforeach()
+  endforeach()
+  foreach(variant a2a ag-rs)
+    add_test(NAME mpi.ep_moe.${variant}.planted_weights COMMAND ${run} -np 2 ${exe} --variant ${variant}
+             --test-plant-swap-weights)
+    set_tests_properties(mpi.ep_moe.${variant}.planted_weights PROPERTIES LABELS mpi ENVIRONMENT "${env}"
+                         PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION ": FAIL")
+  endforeach()
+  add_test(NAME mpi.ep_moe.experts_not_divisible COMMAND ${run} -np 3 ${exe})
+  set_tests_properties(mpi.ep_moe.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")
+endif()

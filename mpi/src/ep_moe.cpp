@@ -1,0 +1,261 @@
+// mpi/src/ep_moe.cpp -- ladder-ep-moe: one MoE layer (stage 04) with expert parallelism across MPI ranks
+// (issue 12, second half), checked against the same layer in one process.
+//
+//   mpirun -np P ladder-ep-moe [--variant a2a|ag-rs] [--tokens 64] [--experts 8] [--zipf]
+//
+// Rank r holds experts [r E/P, (r+1) E/P) and is the home of tokens [r T/P, (r+1) T/P). Every rank runs
+// the gate on its own tokens (stage 04's V3 gate), then:
+//   a2a    dispatch: counts exchanged with MPI_Alltoall, then each assignment's token row sent to the
+//          rank of its expert with MPI_Alltoallv; that rank sorts what it received by expert (stage 04's
+//          counting sort) and runs the grouped products (ragged dot); combine: the outputs go back with
+//          MPI_Alltoallv in the order they came, and the home rank sums them weighted, in j order.
+//   ag-rs  the Huawei report's alternative: MPI_Allgather of every token row and routing, each rank
+//          computes the weighted sum of its own experts' outputs for every token, and MPI_Reduce_scatter
+//          sums the partial outputs onto the home ranks.
+// Checks, on every run: routing and per-rank group sizes equal the one-process layer's exactly; the
+// layer output within the tolerance rule of the one-process fp64 layer (a2a: bit-identical, since the
+// fp64 products are fixed-order loops and the weighted sum runs in the same order); the bytes each
+// rank sent, counted at the MPI calls, equal the count derived from the routing alone.
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ladder/moe/dense.hpp"
+#include "ladder/moe/dispatch.hpp"
+#include "ladder/moe/gate.hpp"
+#include "ladder/moe/sorted.hpp"
+#include "ladder/moe/synthetic.hpp"
+
+namespace {
+
+using namespace ladder;
+using namespace ladder::moe;
+
+struct Options {
+  std::string variant = "a2a";
+  Index tokens = 64;
+  Config cfg;
+  bool zipf = false;
+  bool plant_swap_weights = false;  // test: each output weighted by the token's other top-k weight (must fail)
+  uint64_t seed = 1202;
+};
+
+Index parse_int(const std::string& s, const char* what) {
+  require(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() <= 9,
+          "ep-moe: {} = '{}' violates a non-negative integer", what, s);
+  return std::stoll(s);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  o.cfg.hidden = 97, o.cfg.inter = 61, o.cfg.n_experts = 8, o.cfg.top_k = 2, o.cfg.n_group = 4, o.cfg.topk_group = 2;
+  o.cfg.route_scale = 2.5, o.cfg.shared_inter = 32;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      require(i + 1 < argc, "ep-moe: {} needs a value", a);
+      return argv[++i];
+    };
+    if (a == "--variant") o.variant = value();
+    else if (a == "--tokens") o.tokens = parse_int(value(), "--tokens");
+    else if (a == "--experts") o.cfg.n_experts = parse_int(value(), "--experts");
+    else if (a == "--groups") o.cfg.n_group = parse_int(value(), "--groups");
+    else if (a == "--topk") o.cfg.top_k = parse_int(value(), "--topk");
+    else if (a == "--hidden") o.cfg.hidden = parse_int(value(), "--hidden");
+    else if (a == "--zipf") o.zipf = true;
+    else if (a == "--test-plant-swap-weights") o.plant_swap_weights = true;
+    else throw Error(fmt::format("ep-moe: unknown argument '{}' (see the header of mpi/src/ep_moe.cpp)", a));
+  }
+  require(o.variant == "a2a" || o.variant == "ag-rs", "ep-moe: --variant '{}' violates a2a or ag-rs", o.variant);
+  check_config(o.cfg);
+  return o;
+}
+
+struct Layer {
+  Weights<double> w;
+  Mat<double> x;  // [T, D], all tokens (each rank draws the same; it uses only its own rows)
+};
+
+Layer make_layer(const Options& o) {
+  Layer l{make_weights(o.cfg, o.seed), make_tokens(o.tokens, o.cfg.hidden, o.seed + 1)};
+  if (o.zipf) l.w.bias = make_bias("zipf", o.cfg.n_experts, o.seed + 2);
+  return l;
+}
+
+std::vector<int> displs(const std::vector<int>& counts) {
+  std::vector<int> d(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
+  return d;
+}
+
+int run(const Options& o, int rank, int P) {
+  const Index E = o.cfg.n_experts, T = o.tokens, D = o.cfg.hidden, k = o.cfg.top_k;
+  require(E % P == 0, "ep-moe: --experts = {} violates a multiple of the rank count {} (experts are sharded E/P per "
+          "rank)", E, P);
+  require(T % P == 0 && T >= P, "ep-moe: --tokens = {} violates a positive multiple of the rank count {}", T, P);
+  const Index Ep = E / P, Tp = T / P, t0 = rank * Tp;
+  const Layer l = make_layer(o);
+  const Mat<double> xh = l.x.middleRows(t0, Tp);
+  const Routing<double> r = gate(l.w, xh);  // home tokens only
+  Mat<double> y = Mat<double>::Zero(Tp, D);
+  std::vector<Index> my_group_sizes(static_cast<size_t>(Ep), 0);
+  int64_t sent_bytes = 0, model_bytes = 0;
+  auto dest_of = [&](Index e) { return static_cast<int>(e / Ep); };
+  auto wa = [&](Index a) { return o.plant_swap_weights ? (a / k) * k + (a % k + 1) % k : a; };  // planted bug
+
+  if (o.variant == "a2a") {
+    // Dispatch: assignments grouped by destination rank, in assignment order within each.
+    std::vector<int> scount(static_cast<size_t>(P), 0);
+    for (Index a = 0; a < Tp * k; ++a) ++scount[static_cast<size_t>(dest_of(r.topk_idx.data[static_cast<size_t>(a)]))];
+    std::vector<int> rcount(static_cast<size_t>(P));
+    MPI_Alltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    const std::vector<int> sdispl = displs(scount), rdispl = displs(rcount);
+    const int nsend = sdispl.back() + scount.back(), nrecv = rdispl.back() + rcount.back();
+    std::vector<double> srows(static_cast<size_t>(nsend) * D);
+    std::vector<int64_t> sexp(static_cast<size_t>(nsend));
+    std::vector<Index> slot(static_cast<size_t>(Tp * k));  // assignment -> its position in the send buffer
+    std::vector<int> fill = sdispl;
+    for (Index a = 0; a < Tp * k; ++a) {
+      const Index e = r.topk_idx.data[static_cast<size_t>(a)];
+      const int pos = fill[static_cast<size_t>(dest_of(e))]++;
+      slot[static_cast<size_t>(a)] = pos;
+      std::copy(xh.row(a / k).data(), xh.row(a / k).data() + D, srows.data() + static_cast<size_t>(pos) * D);
+      sexp[static_cast<size_t>(pos)] = e;
+    }
+    std::vector<double> rrows(static_cast<size_t>(nrecv) * D);
+    std::vector<int64_t> rexp(static_cast<size_t>(nrecv));
+    auto scaled = [D](std::vector<int> v) {
+      for (int& c : v) c *= static_cast<int>(D);
+      return v;
+    };
+    MPI_Alltoallv(sexp.data(), scount.data(), sdispl.data(), MPI_INT64_T, rexp.data(), rcount.data(), rdispl.data(),
+                  MPI_INT64_T, MPI_COMM_WORLD);
+    MPI_Alltoallv(srows.data(), scaled(scount).data(), scaled(sdispl).data(), MPI_DOUBLE, rrows.data(),
+                  scaled(rcount).data(), scaled(rdispl).data(), MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int p = 0; p < P; ++p)
+      if (p != rank) sent_bytes += int64_t{scount[static_cast<size_t>(p)]} * D * 8;
+    // The rank's experts: sort what arrived by local expert, grouped products, back in arrival order.
+    std::vector<Index> keys(static_cast<size_t>(nrecv));
+    for (int i = 0; i < nrecv; ++i) keys[static_cast<size_t>(i)] = rexp[static_cast<size_t>(i)] - rank * Ep;
+    const Permutation p = sort_by_key(keys, Ep);
+    my_group_sizes = p.group_sizes;
+    const Mat<double> rx = Eigen::Map<const Mat<double>>(rrows.data(), nrecv, D);
+    const Mat<double> o = expert_products(l.w, rank * Ep, gather_rows(rx, p.sort_idx, 1, nrecv), p.group_sizes);
+    std::vector<double> back(static_cast<size_t>(nrecv) * D);
+    for (int i = 0; i < nrecv; ++i)
+      std::copy(o.row(p.inverse[static_cast<size_t>(i)]).data(), o.row(p.inverse[static_cast<size_t>(i)]).data() + D,
+                back.data() + static_cast<size_t>(i) * D);
+    // Combine: the outputs return along the same counts, reversed.
+    std::vector<double> got(static_cast<size_t>(nsend) * D);
+    MPI_Alltoallv(back.data(), scaled(rcount).data(), scaled(rdispl).data(), MPI_DOUBLE, got.data(),
+                  scaled(scount).data(), scaled(sdispl).data(), MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int q = 0; q < P; ++q)
+      if (q != rank) sent_bytes += int64_t{rcount[static_cast<size_t>(q)]} * D * 8;
+    for (Index t = 0; t < Tp; ++t)
+      for (Index j = 0; j < k; ++j) {
+        const Index a = t * k + j;
+        y.row(t) += r.topk_weight.data[static_cast<size_t>(wa(a))] *
+                    Eigen::Map<const RowVec<double>>(got.data() + static_cast<size_t>(slot[static_cast<size_t>(a)]) * D, D);
+      }
+  } else {
+    // AllGather every token row and its routing; each rank computes its experts' weighted outputs for all
+    // tokens; ReduceScatter sums the partials onto the home ranks.
+    Mat<double> xall(T, D);
+    MPI_Allgather(xh.data(), static_cast<int>(Tp * D), MPI_DOUBLE, xall.data(), static_cast<int>(Tp * D), MPI_DOUBLE,
+                  MPI_COMM_WORLD);
+    std::vector<int64_t> idx(static_cast<size_t>(T * k));
+    std::vector<double> wts(static_cast<size_t>(T * k));
+    MPI_Allgather(r.topk_idx.data.data(), static_cast<int>(Tp * k), MPI_INT64_T, idx.data(), static_cast<int>(Tp * k),
+                  MPI_INT64_T, MPI_COMM_WORLD);
+    MPI_Allgather(r.topk_weight.data.data(), static_cast<int>(Tp * k), MPI_DOUBLE, wts.data(), static_cast<int>(Tp * k),
+                  MPI_DOUBLE, MPI_COMM_WORLD);
+    sent_bytes += int64_t{P - 1} * Tp * D * 8;  // this rank's block goes to every other rank
+    std::vector<Index> keys(static_cast<size_t>(T * k));
+    for (Index a = 0; a < T * k; ++a) {
+      const Index e = idx[static_cast<size_t>(a)];
+      keys[static_cast<size_t>(a)] = dest_of(e) == rank ? e - rank * Ep : Ep;  // other ranks' experts: sentinel
+    }
+    const Permutation p = sort_by_key(keys, Ep);
+    my_group_sizes = p.group_sizes;
+    const Mat<double> o = expert_products(l.w, rank * Ep, gather_rows(xall, p.sort_idx, k, T * k), p.group_sizes);
+    Mat<double> partial = Mat<double>::Zero(T, D);
+    for (Index a = 0; a < T * k; ++a)
+      if (keys[static_cast<size_t>(a)] < Ep)
+        partial.row(a / k) += wts[static_cast<size_t>(wa(a))] * o.row(p.inverse[static_cast<size_t>(a)]);
+    std::vector<int> counts(static_cast<size_t>(P), static_cast<int>(Tp * D));
+    MPI_Reduce_scatter(partial.data(), y.data(), counts.data(), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    sent_bytes += int64_t{P - 1} * Tp * D * 8;  // reduce-scatter: each rank's share of the other ranks' rows
+  }
+  add_shared(l.w, xh, y);
+
+  // The one-process layer (every rank computes it; rank 0 reports).
+  const Routing<double> rall = gate(l.w, l.x);
+  const LayerOut<double> ref = sorted_dropless(l.w, l.x, rall);
+  bool routing_same = true;
+  for (Index i = 0; i < Tp * k; ++i)
+    routing_same = routing_same && r.topk_idx.data[static_cast<size_t>(i)] == rall.topk_idx.data[static_cast<size_t>(t0 * k + i)] &&
+                   r.topk_weight.data[static_cast<size_t>(i)] == rall.topk_weight.data[static_cast<size_t>(t0 * k + i)];
+  bool groups_same = true;
+  for (Index g = 0; g < Ep; ++g)
+    groups_same = groups_same && my_group_sizes[static_cast<size_t>(g)] == ref.group_sizes[static_cast<size_t>(rank * Ep + g)];
+  // The byte count from the routing alone (the communication model): a2a sends each assignment whose
+  // expert is on another rank once out and once back; ag-rs moves (P - 1) T/P rows per rank each way.
+  if (o.variant == "a2a") {
+    for (Index a = 0; a < T * k; ++a) {
+      const int home = static_cast<int>((a / k) / Tp), dst = dest_of(rall.topk_idx.data[static_cast<size_t>(a)]);
+      if (home != dst && home == rank) model_bytes += D * 8;  // dispatch out
+      if (home != dst && dst == rank) model_bytes += D * 8;   // combine back
+    }
+  } else {
+    model_bytes = 2 * int64_t{P - 1} * Tp * D * 8;
+  }
+  const Mat<double> want = ref.y.middleRows(t0, Tp);
+  double max_err = 0, scale = 0;
+  for (Index i = 0; i < want.size(); ++i) {
+    max_err = std::max(max_err, std::abs(y.data()[i] - want.data()[i]));
+    scale = std::max(scale, std::abs(want.data()[i]));
+  }
+  const bool bitwise = std::memcmp(y.data(), want.data(), static_cast<size_t>(want.size()) * sizeof(double)) == 0;
+  // Tolerance: the fp64 layer summed in another order (ag-rs: the reduce-scatter adds the ranks' partials)
+  // is within a few ulp of the output's scale per term; 64 eps * scale * (k + 1) is far below any bug.
+  const bool within = max_err <= 64 * 0x1p-52 * scale * double(k + 1);
+  const bool ok = routing_same && groups_same && within && sent_bytes == model_bytes;
+  int all_ok = ok ? 1 : 0, sum_ok = 0;
+  MPI_Allreduce(&all_ok, &sum_ok, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  std::vector<int64_t> bytes(static_cast<size_t>(P));
+  MPI_Gather(&sent_bytes, 1, MPI_INT64_T, bytes.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  fmt::print("ep-moe rank {}: routing {}, group sizes {}, output {} (max abs err {:.3e}, scale {:.3e}), sent {} bytes "
+             "(model {}: {})\n", rank, routing_same ? "exact" : "DIFFERENT", groups_same ? "exact" : "DIFFERENT",
+             bitwise ? "bit-identical" : (within ? "within tolerance" : "OUTSIDE TOLERANCE"), max_err, scale,
+             sent_bytes, model_bytes, sent_bytes == model_bytes ? "equal" : "DIFFERENT");
+  std::fflush(stdout);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0)
+    fmt::print("ep-moe {} on {} ranks, T = {}, E = {}, k = {}, D = {}: {}\n", o.variant, P, T, E, k, D,
+               sum_ok == P ? "PASS" : "FAIL");
+  return sum_ok == P ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int rc = 0;
+  try {
+    rc = run(parse(argc, argv), rank, size);  // every check before the first message is made alike on all ranks
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ladder-ep-moe: rank %d: error: %s\n", rank, e.what());
+    rc = 2;
+  }
+  MPI_Finalize();
+  return rc;
+}
