@@ -14,6 +14,7 @@
 
 #include "cli.hpp"
 #include "ladder/core/golden.hpp"
+#include "ladder/deploy/balance.hpp"
 #include "ladder/deploy/memory.hpp"
 #include "ladder/deploy/mtp.hpp"
 #include "ladder/deploy/overlap.hpp"
@@ -171,6 +172,35 @@ std::string overlap_table() {
   }
   md += "\nHalving the batch halves the FLOPs but not the weight reads of a memory-bound decode step, so two-batch "
         "overlap pays for itself only where the hidden communication outweighs the second weight read.\n";
+  return md;
+}
+
+std::string balance_table(bool quick) {
+  Layout L = layout("huawei-a2-decode");
+  L.work.context = 1;  // the step without its KV reads: what every rank does alike
+  L.work.mtp_draft = 0, L.work.tokens_per_card = L.work.requests_per_card;  // one query row per request
+  const double base = step_time(L).total_ms();
+  const double ms_per_kv_token = 1e3 * static_cast<double>(L.mla_layers()) *
+                                 mla_kv_row_bytes(L.model, L.bytes.kv) / (L.gpu.hbm_GBps * 1e9);
+  const int64_t ranks = L.cards, slots = L.work.requests_per_card;
+  const int64_t n = ranks * slots * (quick ? 2 : 4);
+  const auto reqs = mixed_workload(n, 21, 0.2);
+  std::string md = fmt::format(
+      "DP-rank balance, A2 decode (DP{} attention, {} slots per rank, one query row per request): {} requests, "
+      "inputs 256-4096, outputs 64-512 (70%) or 2048-6144 (30%), seed 21; step = {:.2f} ms + max over ranks of KV "
+      "tokens x {:.3g} ms (62 layers x 1152 B / {} GB/s); predictor error +-20%:\n\n"
+      "| assignment | total (s) | steps | mean step (ms) | tokens/s per card | mean max/mean KV | vs round-robin |\n"
+      "|---|---|---|---|---|---|---|\n",
+      ranks, slots, n, base, ms_per_kv_token, L.gpu.hbm_GBps);
+  double rr = 0;
+  for (Assign a : {Assign::round_robin, Assign::least_kv, Assign::predicted}) {
+    const BalanceResult r = simulate_balance(reqs, ranks, slots, base, ms_per_kv_token, a);
+    if (a == Assign::round_robin) rr = r.total_ms;
+    md += fmt::format("| {} | {:.1f} | {} | {:.2f} | {:.1f} | {:.3f} | {:+.1f}% |\n", assign_name(a), r.total_ms / 1e3,
+                      r.steps, r.total_ms / static_cast<double>(r.steps),
+                      static_cast<double>(r.tokens) / (r.total_ms / 1e3) / static_cast<double>(ranks), r.mean_imbalance,
+                      100 * (r.total_ms - rr) / rr);
+  }
   return md;
 }
 

@@ -20,5 +20,7 @@ std::string kv_tp_vs_dp_table();
 std::string mtp_table(bool quick);
 // Overlap: no overlap vs two-batch overlap for every decode layout.
 std::string overlap_table();
+// DP-rank balance: round-robin vs least-KV vs predicted output length on a mixed-length workload.
+std::string balance_table(bool quick);
 
 }  // namespace ladder::cli::deploy06

@@ -7,7 +7,7 @@
 //   3. the deployment identities (Huawei A2, DeepSeek day 6, JAX v5e-64);
 //   4. the roofline model beside DistServe's fit for OPT-13B on the A100 (predicted vs fitted);
 //   5. the deployment half (cmd_plan.cpp): the Huawei report's memory figures beside ours, KV under MLA
-//      TP vs DP, MTP (acceptance sweep, the verify rung's chi-square), two-batch overlap.
+//      TP vs DP, MTP (acceptance sweep, the verify rung's chi-square), two-batch overlap, DP-rank balance.
 #include <fmt/format.h>
 
 #include "cli.hpp"
@@ -123,7 +123,8 @@ std::string reproduce_06_disagg(const ReproduceContext& ctx) {
 
   // 5. The deployment (issue 21): memory, KV argument, MTP, overlap; each table prints as computed.
   for (const std::string& t : {deploy06::memory_figures_table(), deploy06::kv_tp_vs_dp_table(),
-                               deploy06::mtp_table(ctx.quick), deploy06::overlap_table()}) {
+                               deploy06::mtp_table(ctx.quick), deploy06::overlap_table(),
+                               deploy06::balance_table(ctx.quick)}) {
     fmt::print("{}\n", t);
     o.md += t + "\n";
   }
