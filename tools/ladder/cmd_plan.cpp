@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
 #include <memory>
 
 #include "cli.hpp"
@@ -208,7 +209,7 @@ std::string balance_table(bool quick) {
 
 void add_plan_command(CLI::App& app) {
   struct Opts {
-    std::string file;
+    std::string file, json;
     int64_t requests = 0, context = 0;
   };
   auto o = std::make_shared<Opts>();
@@ -216,6 +217,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("file", o->file, "layout JSON (data/deployments/*.json)")->required();
   cmd->add_option("--requests", o->requests, "override workload.requests_per_card");
   cmd->add_option("--context", o->context, "override workload.context (tokens of KV per request)");
+  cmd->add_option("--json", o->json, "also write per-card memory and the two-stream timeline as JSON (figures)");
   cmd->callback([o] {
     deploy::Layout L = deploy::load_layout(o->file, disagg06::data_root());
     if (o->requests != 0) {
@@ -228,6 +230,28 @@ void add_plan_command(CLI::App& app) {
       L.work.context = o->context;
     }
     fmt::print("{}\n{}\n{}", deploy06::plan_tables(L), deploy06::memory_figures_table(), deploy06::kv_tp_vs_dp_table());
+    if (!o->json.empty()) {
+      nlohmann::json j;
+      j["name"] = L.name;
+      j["capacity_bytes"] = L.gpu.hbm_GB * 1e9;
+      for (const deploy::CardMemory& c : deploy::card_memory(L)) {
+        nlohmann::json k{{"kind", c.kind}, {"count", c.count}, {"rows", nlohmann::json::array()}};
+        for (const auto& r : c.rows) k["rows"].push_back({{"module", r.module}, {"bytes", r.bytes}});
+        j["cards"].push_back(k);
+      }
+      const deploy::OverlapResult r = deploy::overlap(L);
+      j["sequential_ms"] = r.sequential_ms, j["two_batch_ms"] = r.two_batch_ms;
+      const deploy::LayerOps moe = deploy::layer_ops(L).first;
+      j["layer_full_batch_ms"] = {{"attention", moe.attention}, {"gate", moe.gate}, {"dispatch", moe.dispatch},
+                                  {"ffn", moe.ffn}, {"combine", moe.combine}};
+      std::vector<deploy::Op> g = deploy::two_batch_graph(std::vector<deploy::LayerOps>(4, deploy::layer_ops(deploy::half_batch(L)).first));
+      deploy::schedule(g);  // four MoE layers, two half micro-batches
+      for (const deploy::Op& op : g)
+        j["two_batch_timeline"].push_back({{"name", op.name}, {"stream", op.stream}, {"start", op.start}, {"end", op.end}});
+      std::ofstream out(o->json);
+      require(out.good(), "plan: --json {}: cannot write", o->json);
+      out << j.dump(1) << "\n";
+    }
   });
 }
 

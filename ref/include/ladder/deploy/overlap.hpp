@@ -75,8 +75,7 @@ struct OverlapResult {
   double two_batch_ms = 0;   // two half micro-batches, pipelined on two streams
   double comm_per_mb_ms = 0, compute_per_mb_ms = 0;  // one layer, one half micro-batch
   bool hidden = false;       // per micro-batch communication <= the other micro-batch's computation
-  std::vector<Op> timeline;  // the two-batch schedule of the first two layers (for the figure)
-};
+  };
 
 // The two-batch schedule of a list of layers (durations of one half micro-batch each). Issue order per
 // layer: A attention, gate, dispatch; B attention, gate, dispatch; A FFN, combine; B FFN, combine -- so
@@ -119,10 +118,16 @@ inline double sequential_ms(const std::vector<LayerOps>& layers) {
   return t;
 }
 
-inline OverlapResult overlap(const Layout& L) {
+// One of the two micro-batches: half the requests and tokens of the layout.
+inline Layout half_batch(const Layout& L) {
   Layout half = L;
   half.work.tokens_per_card = std::max<int64_t>(1, L.work.tokens_per_card / 2);
   half.work.requests_per_card = std::max<int64_t>(1, L.work.requests_per_card / 2);
+  return half;
+}
+
+inline OverlapResult overlap(const Layout& L) {
+  const Layout half = half_batch(L);
   const auto [moe, dense] = layer_ops(L);
   const auto [moe_h, dense_h] = layer_ops(half);
   std::vector<LayerOps> full, halves;
@@ -134,7 +139,6 @@ inline OverlapResult overlap(const Layout& L) {
   r.sequential_ms = sequential_ms(full);
   std::vector<Op> two = two_batch_graph(halves);
   r.two_batch_ms = schedule(two);
-  r.timeline.assign(two.begin(), two.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(two.size(), 20)));
   r.comm_per_mb_ms = moe_h.dispatch + moe_h.combine;
   r.compute_per_mb_ms = moe_h.attention + moe_h.gate + moe_h.ffn;
   r.hidden = r.comm_per_mb_ms <= r.compute_per_mb_ms;
