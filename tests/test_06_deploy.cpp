@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "cmd_plan.hpp"
 #include "golden_util.hpp"
 #include "ladder/core/error.hpp"
 #include "ladder/core/golden.hpp"
@@ -219,4 +220,21 @@ TEST_CASE("deploy: DP-rank balance -- the step waits for the rank with the most 
     total[static_cast<int>(a)] = r.total_ms;
   }
   CHECK(total[static_cast<int>(Assign::least_kv)] < total[static_cast<int>(Assign::round_robin)]);
+}
+
+TEST_CASE("reproduce 06-disagg, deployment half: every table is produced and says what it computed") {
+  namespace d = ladder::cli::deploy06;
+  const std::string mem = d::memory_figures_table();
+  for (const char* id : {"MLA weights", "one routed expert", "dense FFN", "embedding", "shared expert TP8", "DP4+TP8",
+                         "KV cache, 72 requests", "prefill activations"})
+    CHECK_MESSAGE(mem.find(id) != std::string::npos, id);
+  const std::string mtp = d::mtp_table(true);
+  CHECK(mtp.find("| max(0, p - q) (correct) |") != std::string::npos);
+  CHECK(mtp.find("follows p") != std::string::npos);
+  CHECK(mtp.find("rejected: not p") != std::string::npos);  // the planted bug, caught
+  for (const char* row : {"| 0.70 |", "| 0.80 |", "| 0.85 |", "| 0.90 |"}) CHECK(mtp.find(row) != std::string::npos);
+  const std::string ov = d::overlap_table();
+  CHECK(ov.find("huawei-a2-decode") != std::string::npos);
+  const std::string bal = d::balance_table(true);
+  for (const char* row : {"round-robin", "least KV-loaded", "predicted output length"}) CHECK(bal.find(row) != std::string::npos);
 }
