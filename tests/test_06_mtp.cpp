@@ -83,3 +83,19 @@ TEST_CASE("mtp: tokens per step and TPOT") {
   CHECK(tokens_per_step(0.0, 4) == 1);
   CHECK_THROWS_AS(tokens_per_step(1.2, 1), ladder::Error);
 }
+
+#include "ladder/deploy/balance.hpp"
+
+TEST_CASE("mtp: in the step-by-step decode a request emits 1 + p tokens per step on average (k = 1), 1 + p + p^2 (k = 2)") {
+  const std::vector<BalanceRequest> wave(64, BalanceRequest{100, 4000, 4000});
+  for (double p : {0.0, 0.7, 0.9}) {
+    for (int64_t k : {1, 2}) {
+      const BalanceResult r = simulate_balance(wave, 4, 16, 1.0, 0.0, Assign::least_kv, MtpOptions{k, p, 3});
+      CHECK(r.tokens == 64 * 4000);  // every token emitted exactly once, none beyond a request's output
+      const double per_step = static_cast<double>(r.tokens) / static_cast<double>(r.request_steps);
+      // ~1.5e5 request-steps: the mean is within 0.01 of E (its sd is about 0.002); the last step of
+      // a request may emit fewer than drawn, a bias of under 1 / 4000 steps.
+      CHECK(per_step == doctest::Approx(tokens_per_step(p, k)).epsilon(0.01));
+    }
+  }
+}

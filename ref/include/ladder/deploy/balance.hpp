@@ -13,6 +13,9 @@
 //   predicted:    ... to the rank whose KV at its requests' predicted ends is least (predicted output
 //                 = true length x a seeded factor in [1 - noise, 1 + noise]).
 // All requests arrive at once (an offline batch); each rank holds at most `slots` requests.
+// With MTP (mtp.k drafts, acceptance p) a step scores 1 + k rows per request and a request emits
+// 1 + accepted tokens, accepted = the run of successes (each with probability p, seeded Rng) up to k:
+// E = 1 + p + ... + p^k tokens per request-step on average, so TPOT = T_step / E (mtp.hpp).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -36,16 +39,27 @@ inline const char* assign_name(Assign a) {
   return a == Assign::round_robin ? "round-robin" : a == Assign::least_kv ? "least KV-loaded" : "predicted output length";
 }
 
+struct MtpOptions {
+  int64_t k = 0;          // draft tokens per request per step
+  double acceptance = 0;  // probability that one draft is accepted
+  uint64_t seed = 1;
+};
+
 struct BalanceResult {
   double total_ms = 0;          // time to finish every request
   int64_t steps = 0, tokens = 0;
+  int64_t request_steps = 0;    // sum over steps of the requests decoding in it
   double mean_imbalance = 0;    // mean over steps of max rank KV / mean rank KV
 };
 
 // ms_per_kv_token: KV bytes per token over all layers / HBM bandwidth, in ms.
 inline BalanceResult simulate_balance(const std::vector<BalanceRequest>& reqs, int64_t ranks, int64_t slots,
-                                      double base_ms, double ms_per_kv_token, Assign policy) {
+                                      double base_ms, double ms_per_kv_token, Assign policy,
+                                      MtpOptions mtp = {}) {
   require(ranks >= 1 && slots >= 1, "balance: ranks = {}, slots = {} violate >= 1", ranks, slots);
+  require(mtp.k >= 0 && mtp.acceptance >= 0 && mtp.acceptance <= 1, "balance: mtp k = {}, acceptance = {} violate "
+          "k >= 0, 0 <= p <= 1", mtp.k, mtp.acceptance);
+  Rng rng(mtp.seed);
   struct Active {
     int64_t ctx, left;
     double predicted_end;
@@ -100,7 +114,12 @@ inline BalanceResult simulate_balance(const std::vector<BalanceRequest>& reqs, i
     imbalance_sum += kv_sum > 0 ? kv_max / (kv_sum / static_cast<double>(ranks)) : 1.0;
     ++res.steps;
     for (auto& rr : rank) {
-      for (Active& a : rr) ++a.ctx, --a.left, ++res.tokens;
+      for (Active& a : rr) {
+        int64_t emit = 1;  // the target's own token, plus the accepted run of drafts
+        while (emit <= mtp.k && rng.uniform() < mtp.acceptance) ++emit;
+        emit = std::min(emit, a.left);
+        a.ctx += emit, a.left -= emit, res.tokens += emit, ++res.request_steps;
+      }
       std::erase_if(rr, [](const Active& a) { return a.left == 0; });
     }
   }
