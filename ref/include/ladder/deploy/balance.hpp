@@ -120,7 +120,7 @@ inline BalanceResult simulate_balance(const std::vector<BalanceRequest>& reqs, i
         emit = std::min(emit, a.left);
         a.ctx += emit, a.left -= emit, res.tokens += emit, ++res.request_steps;
       }
-      std::erase_if(rr, [](const Active& a) { return a.left == 0; });
+      rr.erase(std::remove_if(rr.begin(), rr.end(), [](const Active& a) { return a.left == 0; }), rr.end());  // C++17: notebooks
     }
   }
   res.mean_imbalance = res.steps > 0 ? imbalance_sum / static_cast<double>(res.steps) : 1.0;
