@@ -80,6 +80,58 @@ TEST_CASE("sharding: counted bytes -- all-reduce 2 units, reduce-scatter 1 unit 
   CHECK(two_nodes.inter[0] == 0);
 }
 
+TEST_CASE("sharding: attention DP -> TP -> DP (gather the compressed rows, heads split, all-to-all back)") {
+  const int64_t hm = 59, r = 23, H = 6, d = 11;
+  Rng rng(9);
+  LowRankAttention<double> w{random_mat(hm, r, rng, 0.3), random_mat(r, H * d, rng, 0.3), random_mat(r, H * d, rng, 0.3),
+                             random_mat(r, H * d, rng, 0.3), random_mat(H * d, hm, rng, 0.2), H, d};
+  const LowRankAttention<float> wf{f32(w.W_down), f32(w.W_q), f32(w.W_k), f32(w.W_v), f32(w.W_o), H, d};
+  int64_t checked_bytes = 0;
+  for (int64_t Tn : {97, 96}) {  // 97: uneven chunks; 96: even, where the counted bytes equal the model
+  const Mat<double> x = random_mat(Tn, hm, rng, 1.0);
+  const Mat<double> oracle = low_rank_attention<double>(w, x);
+  const Mat<float> base = low_rank_attention<float>(wf, f32(x));
+  for (int64_t P : {1, 2, 3, 6}) {
+    std::vector<Mat<float>> rows;
+    for (int64_t k = 0; k < P; ++k) {
+      const auto [lo, hi] = chunk(Tn, P, k);
+      rows.push_back(f32(x).middleRows(lo, hi - lo));
+    }
+    Comm comm(P, 2);
+    const auto y = low_rank_attention_dp_tp<float>(wf, rows, comm);
+    Mat<float> all(Tn, hm);
+    for (int64_t k = 0; k < P; ++k) {
+      const auto [lo, hi] = chunk(Tn, P, k);
+      all.middleRows(lo, hi - lo) = y[static_cast<size_t>(k)];
+    }
+    CHECK(passes(oracle, all, base));
+    // Counted bytes per rank: the all-gather of the r-wide compressed rows plus the all-to-all of the
+    // attention output's off-rank blocks.
+    if (Tn % P == 0 && H % P == 0) {
+      const double ag = static_cast<double>(P - 1) / static_cast<double>(P) * Tn * r * sizeof(float);
+      const double a2a = static_cast<double>(P - 1) / static_cast<double>(P) * Tn * (H / P) * d * sizeof(float);
+      for (int64_t k = 0; k < P; ++k) CHECK(comm.sent(k) == doctest::Approx(ag + a2a).epsilon(1e-12));
+      checked_bytes += P > 1;
+    }
+  }
+  }
+  CHECK(checked_bytes == 3);
+  const int64_t Tn = 97;
+  const Mat<double> x = random_mat(Tn, hm, rng, 1.0);
+  const Mat<double> oracle = low_rank_attention<double>(w, x);
+  const Mat<float> base = low_rank_attention<float>(wf, f32(x));
+  // Planted: the all-to-all puts the heads back in the wrong order (rank 0's three heads after rank 1's),
+  // written as the same product with W_o's two row blocks swapped -> caught.
+  Comm comm(2, 2);
+  std::vector<Mat<float>> rows = {f32(x).topRows(49), f32(x).bottomRows(48)};
+  LowRankAttention<float> swapped = wf;
+  swapped.W_o.topRows(3 * d).swap(swapped.W_o.bottomRows(3 * d));
+  const auto y = low_rank_attention_dp_tp<float>(swapped, rows, comm);
+  Mat<float> all(Tn, hm);
+  all.topRows(49) = y[0], all.bottomRows(48) = y[1];
+  CHECK_FALSE(passes(oracle, all, base));
+}
+
 TEST_CASE("sharding: MoE dispatch between nodes, AllGather 3 BS h vs All2All 6 BS h (32 ranks, 4 nodes, top-8)") {
   const int64_t P = 32, per_node = 8, BS = 16, h = 7168;
   // Each token's 8 experts on 8 different ranks spaced 4 apart: two per node, six of eight off the node.

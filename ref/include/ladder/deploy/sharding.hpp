@@ -1,7 +1,8 @@
 // ladder/deploy/sharding.hpp -- stage 06, part 2: sharding rungs in one process, P simulated ranks.
 //
 //   06 disagg   step-time model -> event simulator -> KV-cache migration -> [deployment: layouts, memory,
-//               traffic, overlap, MTP; SHARDING: TP FFN (all-reduce | reduce-scatter), MoE dispatch]
+//               traffic, overlap, MTP; SHARDING: TP FFN (all-reduce | reduce-scatter), MLA-style attention
+//               DP -> TP -> DP, MoE dispatch]
 //
 // Each rank's data is its own matrix; collectives move chunks between them and COUNT the bytes every
 // rank sends, split into intra- and inter-node by the rank -> node map (rank / per_node):
@@ -21,6 +22,7 @@
 #include "ladder/core/error.hpp"
 #include "ladder/core/math.hpp"
 #include "ladder/core/tensor.hpp"
+#include "ladder/attention/naive.hpp"
 
 namespace ladder::deploy {
 
@@ -149,6 +151,81 @@ std::vector<Mat<T>> ffn_tp_reduce_scatter(const Mat<T>& x, const Mat<T>& W1, con
   std::vector<Mat<T>> part;
   for (int64_t r = 0; r < comm.ranks; ++r) part.push_back(ffn_tp_partial(x, W1, W3, W2, comm.ranks, r));
   return reduce_scatter_ring(part, comm);
+}
+
+// Attention with low-rank projections, the MLA prefill shape of seed 001 Sec. 3.2.1 (Fig. 5b) without
+// RoPE and norms (the sharding is what is tested): down projections c = x W_down [T, r]; per head h
+// q_h = c W_q[h], k_h = c W_k[h], v_h = c W_v[h] (head dim d); causal softmax attention per head
+// (stage 02's naive_forward); y = concat_h(o_h) W_o. Weights: W_down [h_model, r], W_q, W_k, W_v
+// [r, H d] (head h = columns h d .. h d + d), W_o [H d, h_model].
+template <class T>
+struct LowRankAttention {
+  Mat<T> W_down, W_q, W_k, W_v, W_o;
+  int64_t heads = 1, d = 1;
+};
+
+// The heads [h0, h1) of every token: o [T, (h1 - h0) d] from the compressed rows c [T, r].
+template <class T>
+Mat<T> attention_heads(const LowRankAttention<T>& w, const Mat<T>& c, int64_t h0, int64_t h1) {
+  const int64_t T_ = c.rows(), d = w.d, nh = h1 - h0;
+  const Mat<T> q = matmul_ordered<T>(c, w.W_q.middleCols(h0 * d, nh * d));
+  const Mat<T> k = matmul_ordered<T>(c, w.W_k.middleCols(h0 * d, nh * d));
+  const Mat<T> v = matmul_ordered<T>(c, w.W_v.middleCols(h0 * d, nh * d));
+  // [T, nh d] -> [1, nh, T, d] for stage 02's layout, and back.
+  std::vector<T> Q(static_cast<size_t>(nh * T_ * d)), K(Q.size()), V(Q.size()), O(Q.size()), L(static_cast<size_t>(nh * T_));
+  for (int64_t h = 0; h < nh; ++h)
+    for (int64_t t = 0; t < T_; ++t)
+      for (int64_t j = 0; j < d; ++j) {
+        const size_t at = static_cast<size_t>((h * T_ + t) * d + j);
+        Q[at] = q(t, h * d + j), K[at] = k(t, h * d + j), V[at] = v(t, h * d + j);
+      }
+  attention::naive_forward<T>(attention::Problem::make(1, nh, T_, T_, d, true), Q.data(), K.data(), V.data(), O.data(),
+                              L.data(), nullptr);
+  Mat<T> o(T_, nh * d);
+  for (int64_t h = 0; h < nh; ++h)
+    for (int64_t t = 0; t < T_; ++t)
+      for (int64_t j = 0; j < d; ++j) o(t, h * d + j) = O[static_cast<size_t>((h * T_ + t) * d + j)];
+  return o;
+}
+
+template <class T>
+Mat<T> low_rank_attention(const LowRankAttention<T>& w, const Mat<T>& x) {
+  return matmul_ordered<T>(attention_heads(w, matmul_ordered<T>(x, w.W_down), 0, w.heads), w.W_o);
+}
+
+// DP -> TP -> DP on P ranks: rank r holds token rows chunk(T, P, r) (DP). Each projects its own rows
+// down (DP16 in the report: small weights, replicated), the compressed rows are all-gathered (the
+// conversion after the down projections, where rows are narrowest), rank r computes heads
+// chunk(H, P, r) for every token (TP), an all-to-all returns each token's heads to the rank that owns
+// the token, which applies W_o (DP). Returns each rank's output rows.
+template <class T>
+std::vector<Mat<T>> low_rank_attention_dp_tp(const LowRankAttention<T>& w, const std::vector<Mat<T>>& x_rows,
+                                             Comm& comm) {
+  const int64_t P = comm.ranks;
+  require(static_cast<int64_t>(x_rows.size()) == P && w.heads >= P, "dp_tp: {} row blocks, {} heads for {} ranks",
+          x_rows.size(), w.heads, P);
+  int64_t T_ = 0;
+  for (const auto& x : x_rows) T_ += x.rows();
+  std::vector<Mat<T>> c_rows;
+  for (const auto& x : x_rows) c_rows.push_back(matmul_ordered<T>(x, w.W_down));
+  const std::vector<Mat<T>> c_all = all_gather_ring(c_rows, T_, comm);
+  std::vector<Mat<T>> o_heads;  // rank r: [T, its heads x d]
+  for (int64_t r = 0; r < P; ++r) {
+    const auto [h0, h1] = chunk(w.heads, P, r);
+    o_heads.push_back(attention_heads(w, c_all[static_cast<size_t>(r)], h0, h1));
+  }
+  std::vector<Mat<T>> out;
+  for (int64_t dst = 0; dst < P; ++dst) {  // all-to-all: rank src sends rows of dst's tokens, its heads
+    const auto [t0, t1] = chunk(T_, P, dst);
+    Mat<T> o(t1 - t0, w.heads * w.d);
+    for (int64_t src = 0; src < P; ++src) {
+      const auto [h0, h1] = chunk(w.heads, P, src);
+      o.middleCols(h0 * w.d, (h1 - h0) * w.d) = o_heads[static_cast<size_t>(src)].middleRows(t0, t1 - t0);
+      comm.send(src, dst, static_cast<double>((t1 - t0) * (h1 - h0) * w.d) * sizeof(T));
+    }
+    out.push_back(matmul_ordered<T>(o, w.W_o));
+  }
+  return out;
 }
 
 // MoE dispatch volume, counted: `tokens` rows of `h` elements of `bytes` on each of P ranks; token t of
