@@ -155,6 +155,31 @@ def oracle_cli_cases(tmp, case, eplb, good):
            '"stage"', err_one_line=True)
 
 
+def plan_cases(tmp):
+    """`ladder plan`: a committed layout prints its tables; bad layouts are one line naming file and field."""
+    import json
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "deployments")
+    good = os.path.join(root, "huawei-a2-decode.json")
+    expect("plan: the A2 decode layout prints memory, traffic and the report's figures", ["plan", good], 0,
+           "about 11.6 \"GB\"")
+    layout = json.load(open(good))
+    bad = dict(layout)
+    del bad["cards"]
+    path = os.path.join(tmp, "no-cards.json")
+    json.dump(bad, open(path, "w"))
+    expect("plan: a layout without cards is bad input", ["plan", path], 2, "no-cards.json: cards is required",
+           err_one_line=True)
+    bad = json.loads(json.dumps(layout))
+    bad["cards"] = 24
+    for m in ("mla_down", "mla_up"):
+        bad["modules"][m]["dp"] = 24
+    bad["modules"]["mla_out"] = {"dp": 2, "tp": 12}
+    path = os.path.join(tmp, "tp12.json")
+    json.dump(bad, open(path, "w"))
+    expect("plan: TP 12 does not divide 128 heads", ["plan", path], 2,
+           "tp12.json: modules.mla_out.tp = 12 must divide num_attention_heads = 128", err_one_line=True)
+
+
 def mla_cases(tmp, rng):
     """03-mla through the contract: the committed case round-trips, user shapes get an oracle, wrong fails."""
     j = os.path.join
@@ -265,5 +290,6 @@ with tempfile.TemporaryDirectory() as tmp:
     oracle_cli_cases(tmp, case, eplb, good)
     expect("reproduce 01-softmax --quick writes the table", ["reproduce", "01-softmax", "--quick", "--out",
            os.path.join(tmp, "r")], 0, "paper")
+    plan_cases(tmp)
 
 sys.exit(1 if failures else 0)

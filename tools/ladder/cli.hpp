@@ -27,5 +27,7 @@ std::string reproduce_06_disagg(const ReproduceContext& ctx);
 void add_eplb_command(CLI::App& app);
 // `ladder simulate --config FILE` (stage 06): the event simulator and the goodput search.
 void add_simulate_command(CLI::App& app);
+// `ladder plan FILE` (stage 06, part 2): per-card memory, traffic and step time of a deployment layout.
+void add_plan_command(CLI::App& app);
 
 }  // namespace ladder::cli

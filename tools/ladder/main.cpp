@@ -9,6 +9,7 @@
 //   ladder reproduce [STAGE] [--out DIR]             papers' numbers beside ours; Markdown report
 //   ladder eplb --weights FILE ...                   stage 05 placement
 //   ladder simulate --config FILE.json               stage 06 event simulator and goodput
+//   ladder plan FILE.json                            stage 06 deployment layout: memory, traffic, step time
 // Bad input (ladder::Error, a parse error) prints one line on stderr and exits 2.
 #include <fmt/format.h>
 
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   ladder::cli::add_reproduce_command(app);
   ladder::cli::add_eplb_command(app);
   ladder::cli::add_simulate_command(app);
+  ladder::cli::add_plan_command(app);
   // An unknown first word is named (CLI11 would only say that a subcommand is required).
   if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* s) { return s->get_name() == argv[1]; }).empty()) {
     std::string names;

@@ -5,10 +5,13 @@
 //   1. DistServe Fig. 1: colocated vs 2P1D per-GPU goodput on data/disagg/distserve-fig1.json;
 //   2. M/D/1: the formula vs the simulator for one prefill worker at several utilisations;
 //   3. the deployment identities (Huawei A2, DeepSeek day 6, JAX v5e-64);
-//   4. the roofline model beside DistServe's fit for OPT-13B on the A100 (predicted vs fitted).
+//   4. the roofline model beside DistServe's fit for OPT-13B on the A100 (predicted vs fitted);
+//   5. the deployment half (cmd_plan.cpp): the Huawei report's memory figures beside ours, KV under MLA
+//      TP vs DP, MTP (acceptance sweep, the verify rung's chi-square), two-batch overlap, DP-rank balance.
 #include <fmt/format.h>
 
 #include "cli.hpp"
+#include "cmd_plan.hpp"
 #include "ladder/disagg/golden.hpp"
 #include "ladder/disagg/presets.hpp"
 #include "reproduce_06_disagg.hpp"
@@ -116,6 +119,15 @@ std::string reproduce_06_disagg(const ReproduceContext& ctx) {
   const std::string png = disagg06::plot(ctx.out_dir / "06-disagg", curves, {}, "DistServe Fig. 1 (ours)");
   o.line("");
   o.line("plots: " + png);
+  o.line("");
+
+  // 5. The deployment (issue 21): memory, KV argument, MTP, overlap; each table prints as computed.
+  for (const std::string& t : {deploy06::memory_figures_table(), deploy06::kv_tp_vs_dp_table(),
+                               deploy06::mtp_table(ctx.quick), deploy06::overlap_table(),
+                               deploy06::balance_table(ctx.quick)}) {
+    fmt::print("{}\n", t);
+    o.md += t + "\n";
+  }
   return o.md;
 }
 
