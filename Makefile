@@ -44,7 +44,7 @@ lab: setup
 
 # The chapters' figures, drawn by the project from its committed goldens and its own code
 # (scripts/figures/chNN_*.py, one per chapter; PNGs committed in chapters/NN-*/figures/).
-figures:
+figures: build
 	@for f in scripts/figures/ch*.py; do echo "$$f"; /usr/bin/python3 $$f || exit 1; done
 
 # The notebooks executed, their outputs stored in the .ipynb files (scripts/run-notebook --write).
