@@ -58,6 +58,12 @@ if(TARGET ladder-ep-moe)
     set_tests_properties(mpi.ep_moe.${variant}.planted_weights PROPERTIES LABELS mpi ENVIRONMENT "${env}"
                          PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION ": FAIL")
   endforeach()
+  # EPLB placement with redundant slots (stage 05), replicas chosen round-robin by token.
+  foreach(variant a2a ag-rs)
+    add_test(NAME mpi.ep_moe.${variant}.eplb COMMAND ${run} -np 4 ${exe} --variant ${variant} --zipf --eplb-redundant 4)
+    set_tests_properties(mpi.ep_moe.${variant}.eplb PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
+                         PASS_REGULAR_EXPRESSION "EPLB, 4 redundant slots.*: PASS")
+  endforeach()
   add_test(NAME mpi.ep_moe.experts_not_divisible COMMAND ${run} -np 3 ${exe})
   set_tests_properties(mpi.ep_moe.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")

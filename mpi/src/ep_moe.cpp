@@ -12,6 +12,10 @@
 //   ag-rs  the Huawei report's alternative: MPI_Allgather of every token row and routing, each rank
 //          computes the weighted sum of its own experts' outputs for every token, and MPI_Reduce_scatter
 //          sums the partial outputs onto the home ranks.
+// --eplb-redundant R: stage 05's balancer places E + R expert slots on the P ranks from this batch's
+// expert loads (its global policy, eplb.py's rebalance_experts); an assignment to a replicated expert
+// goes to replica (token id mod replicas), round-robin by token as DeepSeek's dispatch does. The run
+// prints the rows per rank, max / mean, with and without the placement.
 // Checks, on every run: routing and per-rank group sizes equal the one-process layer's exactly; the
 // layer output within the tolerance rule of the one-process fp64 layer (a2a: bit-identical, since the
 // fp64 products are fixed-order loops and the weighted sum runs in the same order); the bytes each
@@ -19,6 +23,7 @@
 #include <mpi.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstdio>
@@ -26,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "ladder/eplb.hpp"
 #include "ladder/moe/dense.hpp"
 #include "ladder/moe/dispatch.hpp"
 #include "ladder/moe/gate.hpp"
@@ -42,7 +48,8 @@ struct Options {
   Index tokens = 64;
   Config cfg;
   bool zipf = false;
-  bool plant_swap_weights = false;  // test: each output weighted by the token's other top-k weight (must fail)
+  bool plant_swap_weights = false;
+  Index redundant = 0;  // EPLB: extra expert slots (stage 05 places E + redundant replicas on the ranks)  // test: each output weighted by the token's other top-k weight (must fail)
   uint64_t seed = 1202;
 };
 
@@ -69,6 +76,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--topk") o.cfg.top_k = parse_int(value(), "--topk");
     else if (a == "--hidden") o.cfg.hidden = parse_int(value(), "--hidden");
     else if (a == "--zipf") o.zipf = true;
+    else if (a == "--eplb-redundant") o.redundant = parse_int(value(), "--eplb-redundant");
     else if (a == "--test-plant-swap-weights") o.plant_swap_weights = true;
     else throw Error(fmt::format("ep-moe: unknown argument '{}' (see the header of mpi/src/ep_moe.cpp)", a));
   }
@@ -97,22 +105,59 @@ std::vector<int> displs(const std::vector<int>& counts) {
 int run(const Options& o, int rank, int P) {
   const Index E = o.cfg.n_experts, T = o.tokens, D = o.cfg.hidden, k = o.cfg.top_k;
   require(E % P == 0, "ep-moe: --experts = {} violates a multiple of the rank count {} (experts are sharded E/P per "
-          "rank)", E, P);
+          "rank, and the plain sharding is the comparison point)", E, P);
   require(T % P == 0 && T >= P, "ep-moe: --tokens = {} violates a positive multiple of the rank count {}", T, P);
-  const Index Ep = E / P, Tp = T / P, t0 = rank * Tp;
+  require((E + o.redundant) % P == 0, "ep-moe: --experts + --eplb-redundant = {} violates a multiple of the rank "
+          "count {} (every rank holds the same number of slots)", E + o.redundant, P);
+  const Index S = (E + o.redundant) / P, Tp = T / P, t0 = rank * Tp;
   const Layer l = make_layer(o);
   const Mat<double> xh = l.x.middleRows(t0, Tp);
   const Routing<double> r = gate(l.w, xh);  // home tokens only
+  // The one-process layer (every rank computes it; it is also this batch's load statistics for EPLB).
+  const Routing<double> rall = gate(l.w, l.x);
+  const LayerOut<double> ref = sorted_dropless(l.w, l.x, rall);
+  // Slots: without EPLB slot s holds expert s; with it, stage 05's placement of E + R slots.
+  std::vector<Index> phy2log(static_cast<size_t>(E + o.redundant));
+  std::vector<std::vector<Index>> replicas(static_cast<size_t>(E));
+  if (o.redundant == 0) {
+    for (Index e = 0; e < E; ++e) phy2log[static_cast<size_t>(e)] = e;
+  } else {
+    Mat<double> load = Mat<double>::Zero(1, E);
+    for (Index g = 0; g < E; ++g) load(0, g) = double(ref.group_sizes[static_cast<size_t>(g)]);
+    const eplb::Placement pl = eplb::rebalance_experts(load, E + o.redundant, 1, 1, P);
+    for (Index sl = 0; sl < E + o.redundant; ++sl) phy2log[static_cast<size_t>(sl)] = pl.phy2log(0, sl);
+  }
+  for (Index sl = 0; sl < E + o.redundant; ++sl) replicas[static_cast<size_t>(phy2log[static_cast<size_t>(sl)])].push_back(sl);
+  auto slot_of = [&](Index token, Index e) {  // round-robin over the expert's replicas by (global) token id
+    const auto& rs = replicas[static_cast<size_t>(e)];
+    return rs[static_cast<size_t>(token % Index(rs.size()))];
+  };
+  auto rank_of = [&](Index slot) { return static_cast<int>(slot / S); };
+  // The products of rows grouped by this rank's local slot (group g = slot rank * S + g, its expert's weights).
+  auto slot_products = [&](const Mat<double>& xs, const std::vector<Index>& gs) {
+    Mat<double> out = Mat<double>::Zero(xs.rows(), D);
+    Index start = 0;
+    for (Index g = 0; g < S; ++g) {
+      const Index n = gs[static_cast<size_t>(g)];
+      if (n > 0)
+        out.middleRows(start, n) = expert_products(l.w, phy2log[static_cast<size_t>(rank * S + g)],
+                                                   Mat<double>(xs.middleRows(start, n)), std::vector<Index>{n});
+      start += n;
+    }
+    return out;
+  };
   Mat<double> y = Mat<double>::Zero(Tp, D);
-  std::vector<Index> my_group_sizes(static_cast<size_t>(Ep), 0);
+  std::vector<Index> my_group_sizes(static_cast<size_t>(S), 0);
   int64_t sent_bytes = 0, model_bytes = 0;
-  auto dest_of = [&](Index e) { return static_cast<int>(e / Ep); };
+  auto dest_of_a = [&](Index a) {  // home assignment a -> rank of its slot
+    return rank_of(slot_of(t0 + a / k, r.topk_idx.data[static_cast<size_t>(a)]));
+  };
   auto wa = [&](Index a) { return o.plant_swap_weights ? (a / k) * k + (a % k + 1) % k : a; };  // planted bug
 
   if (o.variant == "a2a") {
     // Dispatch: assignments grouped by destination rank, in assignment order within each.
     std::vector<int> scount(static_cast<size_t>(P), 0);
-    for (Index a = 0; a < Tp * k; ++a) ++scount[static_cast<size_t>(dest_of(r.topk_idx.data[static_cast<size_t>(a)]))];
+    for (Index a = 0; a < Tp * k; ++a) ++scount[static_cast<size_t>(dest_of_a(a))];
     std::vector<int> rcount(static_cast<size_t>(P));
     MPI_Alltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, MPI_COMM_WORLD);
     const std::vector<int> sdispl = displs(scount), rdispl = displs(rcount);
@@ -122,8 +167,8 @@ int run(const Options& o, int rank, int P) {
     std::vector<Index> slot(static_cast<size_t>(Tp * k));  // assignment -> its position in the send buffer
     std::vector<int> fill = sdispl;
     for (Index a = 0; a < Tp * k; ++a) {
-      const Index e = r.topk_idx.data[static_cast<size_t>(a)];
-      const int pos = fill[static_cast<size_t>(dest_of(e))]++;
+      const Index e = slot_of(t0 + a / k, r.topk_idx.data[static_cast<size_t>(a)]);  // what travels: the slot
+      const int pos = fill[static_cast<size_t>(dest_of_a(a))]++;
       slot[static_cast<size_t>(a)] = pos;
       std::copy(xh.row(a / k).data(), xh.row(a / k).data() + D, srows.data() + static_cast<size_t>(pos) * D);
       sexp[static_cast<size_t>(pos)] = e;
@@ -142,11 +187,11 @@ int run(const Options& o, int rank, int P) {
       if (p != rank) sent_bytes += int64_t{scount[static_cast<size_t>(p)]} * D * 8;
     // The rank's experts: sort what arrived by local expert, grouped products, back in arrival order.
     std::vector<Index> keys(static_cast<size_t>(nrecv));
-    for (int i = 0; i < nrecv; ++i) keys[static_cast<size_t>(i)] = rexp[static_cast<size_t>(i)] - rank * Ep;
-    const Permutation p = sort_by_key(keys, Ep);
+    for (int i = 0; i < nrecv; ++i) keys[static_cast<size_t>(i)] = rexp[static_cast<size_t>(i)] - rank * S;
+    const Permutation p = sort_by_key(keys, S);
     my_group_sizes = p.group_sizes;
     const Mat<double> rx = Eigen::Map<const Mat<double>>(rrows.data(), nrecv, D);
-    const Mat<double> o = expert_products(l.w, rank * Ep, gather_rows(rx, p.sort_idx, 1, nrecv), p.group_sizes);
+    const Mat<double> o = slot_products(gather_rows(rx, p.sort_idx, 1, nrecv), p.group_sizes);
     std::vector<double> back(static_cast<size_t>(nrecv) * D);
     for (int i = 0; i < nrecv; ++i)
       std::copy(o.row(p.inverse[static_cast<size_t>(i)]).data(), o.row(p.inverse[static_cast<size_t>(i)]).data() + D,
@@ -178,15 +223,15 @@ int run(const Options& o, int rank, int P) {
     sent_bytes += int64_t{P - 1} * Tp * D * 8;  // this rank's block goes to every other rank
     std::vector<Index> keys(static_cast<size_t>(T * k));
     for (Index a = 0; a < T * k; ++a) {
-      const Index e = idx[static_cast<size_t>(a)];
-      keys[static_cast<size_t>(a)] = dest_of(e) == rank ? e - rank * Ep : Ep;  // other ranks' experts: sentinel
+      const Index sl = slot_of(a / k, idx[static_cast<size_t>(a)]);
+      keys[static_cast<size_t>(a)] = rank_of(sl) == rank ? sl - rank * S : S;  // other ranks' slots: sentinel
     }
-    const Permutation p = sort_by_key(keys, Ep);
+    const Permutation p = sort_by_key(keys, S);
     my_group_sizes = p.group_sizes;
-    const Mat<double> o = expert_products(l.w, rank * Ep, gather_rows(xall, p.sort_idx, k, T * k), p.group_sizes);
+    const Mat<double> o = slot_products(gather_rows(xall, p.sort_idx, k, T * k), p.group_sizes);
     Mat<double> partial = Mat<double>::Zero(T, D);
     for (Index a = 0; a < T * k; ++a)
-      if (keys[static_cast<size_t>(a)] < Ep)
+      if (keys[static_cast<size_t>(a)] < S)
         partial.row(a / k) += wts[static_cast<size_t>(wa(a))] * o.row(p.inverse[static_cast<size_t>(a)]);
     std::vector<int> counts(static_cast<size_t>(P), static_cast<int>(Tp * D));
     MPI_Reduce_scatter(partial.data(), y.data(), counts.data(), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -194,21 +239,34 @@ int run(const Options& o, int rank, int P) {
   }
   add_shared(l.w, xh, y);
 
-  // The one-process layer (every rank computes it; rank 0 reports).
-  const Routing<double> rall = gate(l.w, l.x);
-  const LayerOut<double> ref = sorted_dropless(l.w, l.x, rall);
   bool routing_same = true;
   for (Index i = 0; i < Tp * k; ++i)
     routing_same = routing_same && r.topk_idx.data[static_cast<size_t>(i)] == rall.topk_idx.data[static_cast<size_t>(t0 * k + i)] &&
                    r.topk_weight.data[static_cast<size_t>(i)] == rall.topk_weight.data[static_cast<size_t>(t0 * k + i)];
+  // Group sizes: the rows of each logical expert, summed over its slots on every rank, equal the
+  // one-process layer's (without EPLB each expert has one slot, so this is the per-rank equality).
+  std::vector<int64_t> per_expert(static_cast<size_t>(E), 0), all_expert(static_cast<size_t>(E), 0);
+  for (Index g = 0; g < S; ++g) per_expert[static_cast<size_t>(phy2log[static_cast<size_t>(rank * S + g)])] += my_group_sizes[static_cast<size_t>(g)];
+  MPI_Allreduce(per_expert.data(), all_expert.data(), static_cast<int>(E), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   bool groups_same = true;
-  for (Index g = 0; g < Ep; ++g)
-    groups_same = groups_same && my_group_sizes[static_cast<size_t>(g)] == ref.group_sizes[static_cast<size_t>(rank * Ep + g)];
+  for (Index e = 0; e < E; ++e) groups_same = groups_same && all_expert[static_cast<size_t>(e)] == ref.group_sizes[static_cast<size_t>(e)];
+  // Rows per rank (the load EPLB balances), with this run's slots and with the plain E/P sharding.
+  int64_t my_rows = 0;
+  for (Index g : my_group_sizes) my_rows += g;
+  std::vector<int64_t> rows(static_cast<size_t>(P));
+  MPI_Allgather(&my_rows, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+  std::vector<int64_t> plain(static_cast<size_t>(P), 0);
+  for (Index e = 0; e < E; ++e) plain[static_cast<size_t>(e / (E / P))] += ref.group_sizes[static_cast<size_t>(e)];
+  auto imbalance = [](const std::vector<int64_t>& v) {
+    int64_t mx = 0, sum = 0;
+    for (int64_t x : v) mx = std::max(mx, x), sum += x;
+    return sum ? double(mx) * double(v.size()) / double(sum) : 1.0;
+  };
   // The byte count from the routing alone (the communication model): a2a sends each assignment whose
   // expert is on another rank once out and once back; ag-rs moves (P - 1) T/P rows per rank each way.
   if (o.variant == "a2a") {
     for (Index a = 0; a < T * k; ++a) {
-      const int home = static_cast<int>((a / k) / Tp), dst = dest_of(rall.topk_idx.data[static_cast<size_t>(a)]);
+      const int home = static_cast<int>((a / k) / Tp), dst = rank_of(slot_of(a / k, rall.topk_idx.data[static_cast<size_t>(a)]));
       if (home != dst && home == rank) model_bytes += D * 8;  // dispatch out
       if (home != dst && dst == rank) model_bytes += D * 8;   // combine back
     }
@@ -236,9 +294,13 @@ int run(const Options& o, int rank, int P) {
              sent_bytes, model_bytes, sent_bytes == model_bytes ? "equal" : "DIFFERENT");
   std::fflush(stdout);
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0)
+  if (rank == 0) {
+    fmt::print("ep-moe rows per rank: {} (max/mean {:.3f}); plain E/P sharding: {} (max/mean {:.3f}){}\n",
+               fmt::join(rows, " "), imbalance(rows), fmt::join(plain, " "), imbalance(plain),
+               o.redundant ? fmt::format(" [EPLB, {} redundant slots]", o.redundant) : std::string());
     fmt::print("ep-moe {} on {} ranks, T = {}, E = {}, k = {}, D = {}: {}\n", o.variant, P, T, E, k, D,
                sum_ok == P ? "PASS" : "FAIL");
+  }
   return sum_ok == P ? 0 : 1;
 }
 
