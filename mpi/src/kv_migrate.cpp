@@ -153,20 +153,26 @@ void prefill_rank(const Options& o, int rank, int prefill_ranks, int decode) {
     const int64_t n = msg[1];
     require(n == static_cast<int64_t>(blocks.size()), "kv-migrate: rank {}: PULL of {} blocks for prompt {} which has {}",
             rank, n, b, blocks.size());
+    // Every block of the request in flight at once (MPI_Isend), then one wait: the transfers overlap
+    // instead of paying a rendezvous round trip per block.
+    std::vector<MPI_Request> reqs;
     for (int64_t k = 0; k < n; ++k) {
       const int64_t logical = msg[static_cast<size_t>(2 + k)];
       require(logical >= 0 && logical < n, "kv-migrate: rank {}: PULL asks block {} of prompt {} (has {})", rank,
               logical, b, n);
       if (o.die_after_blocks >= 0 && rank == 0 && sent == o.die_after_blocks) {
+        MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);  // the half that was sent
         std::fprintf(stderr, "kv-migrate: rank %d: simulated death after sending %lld blocks (test)\n", rank,
                      static_cast<long long>(sent));
         std::this_thread::sleep_for(std::chrono::duration<double>(20 * o.timeout_s));  // killed by the abort
         std::_Exit(3);
       }
-      MPI_Send(pool.block(blocks[static_cast<size_t>(logical)]), static_cast<int>(pool.block_floats()), MPI_FLOAT,
-               decode, kBlock, MPI_COMM_WORLD);
+      reqs.emplace_back();
+      MPI_Isend(pool.block(blocks[static_cast<size_t>(logical)]), static_cast<int>(pool.block_floats()), MPI_FLOAT,
+                decode, kBlock, MPI_COMM_WORLD, &reqs.back());
       ++sent;
     }
+    MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
   }
 }
 
@@ -208,10 +214,10 @@ int decode_rank(const Options& o, int prefill_ranks) {
     }
     const auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout_s);
     int all = 0;
-    while (true) {
+    for (int64_t polls = 0;; ++polls) {  // spin first (progress for the transfers), then yield the core
       MPI_Testall(static_cast<int>(n), reqs.data(), &all, MPI_STATUSES_IGNORE);
       if (all || Clock::now() > deadline) break;
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (polls > 100000) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     if (!all) {
       int64_t received = 0;
