@@ -8,3 +8,9 @@ ladder_add_test(test_04_moe_golden SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_04_m
 ladder_add_test(test_04_moe_cuda
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_04_moe_cuda.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_04_moe_cuda_planted.cu
   LIBS ladder_cuda ladder_core SIMT)
+# `ladder check / oracle / describe 04-moe` end to end (exit codes, one-line errors), candidates from numpy.
+if(TARGET ladder)
+  add_test(NAME cli_04_moe COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_04_moe_cli.py
+           $<TARGET_FILE:ladder> ${LADDER_ROOT}/data/golden/04-moe)
+  set_tests_properties(cli_04_moe PROPERTIES LABELS unit)
+endif()

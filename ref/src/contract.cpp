@@ -17,12 +17,14 @@ namespace ladder {
 Contract softmax_contract();    // ref/src/softmax_contract.cpp
 Contract attention_contract();  // ref/src/attention_contract.cpp
 Contract mla_contract();        // ref/src/mla_contract.cpp
+Contract moe_contract();        // ref/src/moe_contract.cpp
 Contract eplb_contract();       // ref/src/eplb_contract.cpp
 
 const std::vector<Contract>& contracts() {
   static const std::vector<Contract> table = [] {
     std::vector<Contract> t;
-    for (auto* make : {&softmax_contract, &attention_contract, &mla_contract, &eplb_contract}) t.push_back(make());
+    for (auto* make : {&softmax_contract, &attention_contract, &mla_contract, &moe_contract, &eplb_contract})
+      t.push_back(make());
     return t;
   }();
   return table;

@@ -9,6 +9,7 @@
 // rule against dense_loop<float> as the baseline (k = 2, floor 4 ulps of float32).
 #include <map>
 
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/golden_cases.hpp"
@@ -63,7 +64,8 @@ Config case_config(const CaseSpec& c) {
 
 Weights<double> model() { return make_weights(Config{97, 61, 16, 4, 4, 2, 2.5, GateKind::v3_sigmoid, 61}, kModelSeed); }
 
-void write_model(const std::filesystem::path& dir) {
+// The model's weights as .npy files named as the contract's inputs (ref/src/moe_contract.cpp).
+std::vector<std::string> save_model_files(const std::filesystem::path& dir) {
   const Weights<float> w = model().cast<float>();
   const Index E = w.cfg.n_experts, D = w.cfg.hidden, F = w.cfg.inter;
   std::filesystem::create_directories(dir);
@@ -79,13 +81,23 @@ void write_model(const std::filesystem::path& dir) {
   save_npy(dir / "s1.npy", Array<float>::from(w.s1));
   save_npy(dir / "s3.npy", Array<float>::from(w.s3));
   save_npy(dir / "s2.npy", Array<float>::from(w.s2));
+  return {"W_gate.npy", "w1.npy", "w3.npy", "w2.npy", "s1.npy", "s3.npy", "s2.npy"};
+}
+
+void write_model(const std::filesystem::path& dir) {
+  const Index E = 16, D = 97, F = 61;
+  const std::vector<std::string> files = save_model_files(dir);
   nlohmann::json j = case_manifest(kStage, {}, kModelSeed, {{"W_gate", {E, D}}, {"w1", {E, D, F}}, {"w3", {E, D, F}},
                                    {"w2", {E, F, D}}, {"s1", {D, 61}}, {"s3", {D, 61}}, {"s2", {61, D}}},
                                    {{"weights", "<f4"}}, "none (model weights)");
   j["case"] = "model";
   j["description"] = "a 16-expert model, D = 97, F = 61, one shared expert Fs = 61; E = 8 cases use experts 0-7";
   j["input"] = "moe::make_weights (ladder/moe/synthetic.hpp): dyadic values, expert e from Rng(seed + 1 + e)";
+  // The cases name this folder as their "model": `ladder check` reads the weights from here, checked
+  // against this digest (ref/src/case_folder.cpp).
+  j["files"] = files;
   write_json(dir / "case.json", j);
+  seal_case(dir);
 }
 
 }  // namespace
@@ -179,8 +191,21 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
   j["bias"] = g.bias_kind;
   j["oracle"] = g.dropping ? "dense_loop<double> over the kept assignments only" : "dense_loop<double>";
   j["tie_breaking"] = "gate: lower expert / group id wins; sort: stable (lower assignment index t*k + j first)";
+  // What `ladder check 04-moe` reads (ref/src/moe_contract.cpp): the contract's params, and the files
+  // its digest covers. The committed cases share the sibling folder "model" (its own digest); a case
+  // written alone (--case --out) holds the weights itself.
+  j["params"] = {{"n_experts", c.n_experts}, {"top_k", k}, {"n_group", c.n_group}, {"topk_group", c.topk_group},
+                 {"route_scale", c.route_scale}, {"gate", j["config"]["gate"]}, {"dropping", g.dropping},
+                 {"capacity_factor", g.options.capacity_factor}};
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& [name, shape] : shapes.items()) files.push_back(name + ".npy");
+  if (full) {
+    for (const std::string& f : save_model_files(dir)) files.push_back(f);
+    j.erase("model");
+  }
+  j["files"] = files;
   write_json(dir / "case.json", j);
-  if (full) write_model(dir / "model");  // a case written alone carries its model (ladder check reads it)
+  seal_case(dir);
 }
 
 }  // namespace ladder::moe

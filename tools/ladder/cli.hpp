@@ -20,6 +20,7 @@ struct ReproduceContext {
 std::string reproduce_01_softmax(const ReproduceContext& ctx);
 std::string reproduce_02_attention(const ReproduceContext& ctx);
 std::string reproduce_03_mla(const ReproduceContext& ctx);
+std::string reproduce_04_moe(const ReproduceContext& ctx);
 std::string reproduce_05_eplb(const ReproduceContext& ctx);
 std::string reproduce_06_disagg(const ReproduceContext& ctx);
 

@@ -95,6 +95,7 @@ void add_reproduce_command(CLI::App& app) {
         {"01-softmax", &reproduce_01_softmax},
         {"02-attention", &reproduce_02_attention},
         {"03-mla", &reproduce_03_mla},
+        {"04-moe", &reproduce_04_moe},
         {"05-eplb", &reproduce_05_eplb},
         {"06-disagg", &reproduce_06_disagg},
     };

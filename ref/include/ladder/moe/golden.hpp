@@ -2,7 +2,7 @@
 //
 // A case = a model (the committed data/golden/04-moe/model/, first E experts), a bias, tokens x and
 // the layer options; its outputs come from the fp64 references (gate, stable sort, dense_loop).
-// load_case reads a case folder back (the model from CASE/model or CASE/../<model>) so tests and
+// load_case reads a case folder back (the weights from CASE itself or CASE/../<model>) so tests and
 // `ladder check 04-moe` judge candidates from the files alone.
 #pragma once
 #include <filesystem>
@@ -75,9 +75,11 @@ inline GoldenCase load_case(const std::filesystem::path& dir) {
   g.name = j.value("case", "");
   g.seed = j.value("seed", uint64_t{0});
   const Config c = config_from_json(j.at("config"));
-  std::filesystem::path model = dir / "model";
-  if (!std::filesystem::exists(model / "case.json")) model = dir / ".." / j.value("model", "model");
-  require(std::filesystem::exists(model / "W_gate.npy"), "{}: model weights not found in {}/model or {}", dir.string(),
+  // A case written alone (--case --out) holds the weights itself; a committed case names the sibling
+  // folder that holds them ("model").
+  std::filesystem::path model = dir;
+  if (!std::filesystem::exists(model / "W_gate.npy")) model = dir / ".." / j.value("model", "model");
+  require(std::filesystem::exists(model / "W_gate.npy"), "{}: model weights not found in {} or {}", dir.string(),
           dir.string(), model.string());
   const Index E = c.n_experts, D = c.hidden, F = c.inter, Fs = c.shared_inter;
   Weights<double>& w = g.weights;
