@@ -7,6 +7,8 @@
 #include "ladder/core/golden.hpp"
 #include "ladder/mla.hpp"
 #include "ladder/mla/golden.hpp"
+#include "ladder/moe.hpp"
+#include "ladder/moe/golden.hpp"
 #include "ladder/softmax.hpp"
 
 // The case.json helpers of ref/src/golden.cpp that the stage-03 loaders need. golden.cpp itself is not
@@ -76,6 +78,20 @@ MlaPair mla_random_case(const std::vector<int64_t>& cfg, uint64_t weight_seed, c
   const mla::Inputs in = mla::make_inputs(W, mla::InputSpec{seqlens, input_seed, shuffled, spare_blocks, prefill});
   return {out(mla::run(mla::reference_rung<float>(mla::Variant::CD), W, in.cache, in.step)),
           out(mla::golden_oracle(W, in))};
+}
+
+Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> moe_dense_loop_f32(
+    const std::string& case_dir, const std::vector<int64_t>& topk_idx, const std::vector<double>& topk_weight,
+    const std::vector<int64_t>& kept) {
+  namespace moe = ladder::moe;
+  const moe::GoldenCase c = moe::load_case(case_dir);
+  const moe::Weights<float> w = c.weights.cast<float>();
+  const ladder::Mat<float> x = c.x.cast<float>();
+  const int64_t T = x.rows(), k = w.cfg.top_k;
+  moe::Routing<float> r{ladder::Array<int64_t>({T, k}), ladder::Array<float>({T, k})};
+  r.topk_idx.data = topk_idx;
+  r.topk_weight.data.assign(topk_weight.begin(), topk_weight.end());
+  return moe::dense_loop(w, x, r, kept.empty() ? nullptr : &kept);
 }
 
 }  // namespace lab_oracle

@@ -45,4 +45,11 @@ struct MlaPair {
 MlaPair mla_random_case(const std::vector<int64_t>& cfg, uint64_t weight_seed, const std::vector<int64_t>& seqlens,
                         uint64_t input_seed, bool shuffled, int64_t spare_blocks, bool prefill);
 
+// Stage 04: the reference dense_loop<float> (the tolerance baseline of the layer output) on the
+// committed case in case_dir (its model and x), with the routing given as topk_idx / topk_weight
+// [T * k] and, for a dropping case, the kept mask [T * k] (empty: every assignment).
+Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> moe_dense_loop_f32(
+    const std::string& case_dir, const std::vector<int64_t>& topk_idx, const std::vector<double>& topk_weight,
+    const std::vector<int64_t>& kept);
+
 }  // namespace lab_oracle

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "golden_util.hpp"
+#include "lab_oracle.hpp"
 #include "ladder/core/compare.hpp"
 #include "ladder/golden_cases.hpp"
 #include "ladder/moe.hpp"
@@ -51,10 +52,12 @@ inline Array<moe::Index> as_array(const std::vector<moe::Index>& v) {
   return a;
 }
 
-// The tolerance rule on a float32 layer output: baseline dense_loop<float> (kept mask for dropping).
+// The tolerance rule on a float32 layer output: baseline dense_loop<float> (kept mask for dropping),
+// compiled from the reference alone (tests/lab_oracle.hpp): in the lab it never runs the student's code.
 inline CompareReport judge_f32(const MoeCase& c, const Mat<float>& y, const std::vector<moe::Index>* kept = nullptr) {
-  const auto w = c.in.weights.cast<float>();
-  const Mat<float> base = moe::dense_loop(w, Mat<float>(c.in.x.cast<float>()), c.routing.cast<float>(), kept);
+  const Mat<float> base = lab_oracle::moe_dense_loop_f32((golden_dir(moe::kStage) / c.in.name).string(),
+                                                         c.routing.topk_idx.data, c.routing.topk_weight.data,
+                                                         kept ? *kept : std::vector<moe::Index>{});
   return compare(c.y, Array<float>::from(y), Array<float>::from(base), Tolerance{2, 4, 0x1p-23});
 }
 

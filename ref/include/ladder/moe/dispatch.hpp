@@ -11,6 +11,7 @@
 // up; within each expert the first C assignments in sorted order (lowest token index) are kept.
 #pragma once
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "ladder/core/error.hpp"
@@ -37,8 +38,11 @@ inline Permutation sort_by_key(const std::vector<Index>& keys, Index G) {
     require(keys[static_cast<size_t>(a)] >= 0 && keys[static_cast<size_t>(a)] <= G, "moe::sort_by_key: keys[{}] = {} violates 0 <= key <= G = {}",
             a, keys[static_cast<size_t>(a)], G);
   Permutation p;
-  p.sort_idx.assign(static_cast<size_t>(n), -1);
-  p.inverse.assign(static_cast<size_t>(n), -1);
+  // Identity until the scatter below overwrites every entry: an unwritten permutation (the lab's
+  // untouched starter) gives wrong answers, never out-of-range indices.
+  p.sort_idx.resize(static_cast<size_t>(n));
+  std::iota(p.sort_idx.begin(), p.sort_idx.end(), Index{0});
+  p.inverse = p.sort_idx;
   p.group_sizes.assign(static_cast<size_t>(G), 0);
   // lab:todo(sort_by_key) histogram of the keys into group_sizes, exclusive scan, stable scatter into sort_idx and inverse
   std::vector<Index> count(static_cast<size_t>(G + 1), 0);

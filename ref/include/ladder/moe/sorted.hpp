@@ -59,13 +59,15 @@ Mat<T> gather_rows(const Mat<T>& x, const std::vector<Index>& sort_idx, Index k,
 }
 
 // y_t = sum_j topk_weight[t, j] * o[inverse[t*k + j]]  (unsort, then the weighted sum in j order).
+// ([[maybe_unused]]: the lab's starter leaves their use to the student; the build treats warnings as errors.)
 template <class T>
-Mat<T> unsort_combine(const Mat<T>& o, const Permutation& p, const Routing<T>& r, Index Tn, Index k) {
+Mat<T> unsort_combine(const Mat<T>& o, [[maybe_unused]] const Permutation& p, [[maybe_unused]] const Routing<T>& r,
+                      Index Tn, Index k) {
   Mat<T> y = Mat<T>::Zero(Tn, o.cols());
   for (Index t = 0; t < Tn; ++t)
     for (Index j = 0; j < k; ++j) {
+      // lab:todo(unsort_combine) assignment a = t*k + j sits at sorted position inverse[a]: add that row of o times its weight
       const Index a = t * k + j;
-      // lab:todo(unsort_combine) the row of assignment a sits at sorted position inverse[a]; add it times its weight
       const Index row = p.inverse[static_cast<size_t>(a)];
       y.row(t) += r.topk_weight.data[static_cast<size_t>(a)] * o.row(row);
       // lab:end
