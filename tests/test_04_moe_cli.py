@@ -112,6 +112,18 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("oracle: top_k > n_experts is bad input", ["oracle", "04-moe", "--inputs", ins, "--out", j(tmp, "o2")], 2,
            "top_k", err_one_line=True)
 
+    # The chapter's table of rungs is the registry's list of reference rungs (DESIGN: checked against it).
+    p = subprocess.run([LADDER, "list", "04-moe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    registered = [l.split()[2] for l in p.stdout.splitlines() if l.startswith("04-moe ") and l.split()[1] == "ref"]
+    chapter = os.path.join(os.path.dirname(GOLDEN), "..", "..", "chapters", "04-moe", "README.md")
+    with open(chapter) as f:
+        tabled = [l.split("`")[1] for l in f if l.startswith("| `")]
+    ok = p.returncode == 0 and len(registered) >= 7 and tabled == registered
+    print(f"{'ok  ' if ok else 'FAIL'} the chapter's rung table lists the registered rungs in order")
+    if not ok:
+        print(registered, tabled)
+        failures += 1
+
     # The reproduce table: every number from the sources matches, computed (never typed in).
     p = subprocess.run([LADDER, "reproduce", "04-moe", "--quick", "--out", j(tmp, "rep")], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
