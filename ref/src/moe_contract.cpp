@@ -16,6 +16,27 @@
 #include "ladder/moe/golden.hpp"
 
 namespace ladder {
+
+// The fp64 oracle of a case (declared in ladder/moe/golden.hpp): here beside the contract, so that
+// what reads case folders (the CLI, the Python module, the fuzz targets) needs no golden writer.
+namespace moe {
+GoldenOutputs golden_outputs(const GoldenCase& g) {
+  GoldenOutputs o;
+  o.routing = gate(g.weights, g.x);
+  const Permutation p = sort_by_expert(o.routing.topk_idx, g.weights.cfg.n_experts);
+  o.sort_idx = p.sort_idx;
+  o.group_sizes = p.group_sizes;
+  if (g.dropping) {
+    o.kept = kept_mask(o.routing.topk_idx, p,
+                       capacity(g.options.capacity_factor, g.x.rows(), g.weights.cfg.top_k, g.weights.cfg.n_experts));
+    o.y = dense_loop(g.weights, g.x, o.routing, &o.kept);
+  } else {
+    o.y = dense_loop(g.weights, g.x, o.routing);
+  }
+  return o;
+}
+}  // namespace moe
+
 namespace {
 
 using moe::Index;

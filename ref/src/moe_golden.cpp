@@ -127,22 +127,6 @@ GoldenCase golden_case(const std::string& name) {
   return g;
 }
 
-GoldenOutputs golden_outputs(const GoldenCase& g) {
-  GoldenOutputs o;
-  o.routing = gate(g.weights, g.x);
-  const Permutation p = sort_by_expert(o.routing.topk_idx, g.weights.cfg.n_experts);
-  o.sort_idx = p.sort_idx;
-  o.group_sizes = p.group_sizes;
-  if (g.dropping) {
-    o.kept = kept_mask(o.routing.topk_idx, p,
-                       capacity(g.options.capacity_factor, g.x.rows(), g.weights.cfg.top_k, g.weights.cfg.n_experts));
-    o.y = dense_loop(g.weights, g.x, o.routing, &o.kept);
-  } else {
-    o.y = dense_loop(g.weights, g.x, o.routing);
-  }
-  return o;
-}
-
 void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool full) {
   if (name == "model") return write_model(dir);
   const GoldenCase g = golden_case(name);
