@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "ladder/core/gemm.hpp"
+#include "ladder/core/math.hpp"
 #include "ladder/moe/config.hpp"
 
 namespace ladder::moe {
 
 template <class T>
 T silu(T v) {
-  return v / (T(1) + std::exp(-v));
+  return v / (T(1) + math::exp(-v));  // ladder::math for double: the same bits on every CPU (goldens)
 }
 
 // out [n, D] = (silu(X w1) * (X w3)) w2 for X [n, D]; w1, w3 [D, Fi], w2 [Fi, D] (row-major).

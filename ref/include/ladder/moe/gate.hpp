@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ladder/core/gemm.hpp"
+#include "ladder/core/math.hpp"
 #include "ladder/moe/config.hpp"
 
 namespace ladder::moe {
@@ -90,13 +91,13 @@ Routing<T> gate(const Weights<T>& w, const Mat<T>& x) {
     std::vector<T> s(static_cast<size_t>(c.n_experts)), sel(static_cast<size_t>(c.n_experts));
     if (v3) {
       for (Index e = 0; e < c.n_experts; ++e) {
-        s[static_cast<size_t>(e)] = T(1) / (T(1) + std::exp(-logits(t, e)));
+        s[static_cast<size_t>(e)] = T(1) / (T(1) + math::exp(-logits(t, e)));
         sel[static_cast<size_t>(e)] = s[static_cast<size_t>(e)] + w.bias[static_cast<size_t>(e)];
       }
     } else {
       T m = -std::numeric_limits<T>::infinity(), d = 0;
       for (Index e = 0; e < c.n_experts; ++e) m = std::max(m, logits(t, e));
-      for (Index e = 0; e < c.n_experts; ++e) d += (s[static_cast<size_t>(e)] = std::exp(logits(t, e) - m));
+      for (Index e = 0; e < c.n_experts; ++e) d += (s[static_cast<size_t>(e)] = math::exp(logits(t, e) - m));
       for (Index e = 0; e < c.n_experts; ++e) sel[static_cast<size_t>(e)] = (s[static_cast<size_t>(e)] /= d);
     }
     select_topk(c, sel, s, v3, r.topk_idx.data.data() + t * c.top_k, r.topk_weight.data.data() + t * c.top_k);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ladder/core/rng.hpp"
+#include "ladder/core/math.hpp"
 #include "ladder/moe/config.hpp"
 
 namespace ladder::moe {
@@ -89,7 +90,7 @@ inline std::vector<double> make_bias(const std::string& kind, Index E, uint64_t 
   std::vector<Index> rank(static_cast<size_t>(E));
   std::iota(rank.begin(), rank.end(), Index{0});
   for (Index i = E - 1; i > 0; --i) std::swap(rank[static_cast<size_t>(i)], rank[rng.uniform_int(uint64_t(i + 1))]);
-  for (Index e = 0; e < E; ++e) b[static_cast<size_t>(e)] = -std::round(64 * 0.3 * std::log(1.0 + double(rank[static_cast<size_t>(e)]))) / 64;
+  for (Index e = 0; e < E; ++e) b[static_cast<size_t>(e)] = -std::round(64 * 0.3 * math::log(1.0 + double(rank[static_cast<size_t>(e)]))) / 64;
   return b;
 }
 
