@@ -1,4 +1,4 @@
-# Stage 05 (EPLB): README and seed examples exact, invariants on random and tie-heavy inputs,
+# Stage 05 (EPLB): README and code-reading examples exact, invariants on random and tie-heavy inputs,
 # preconditions, thread-count independence, goldens (drift fails).
 ladder_add_test(test_05_eplb
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_05_eplb.cpp

@@ -22,7 +22,7 @@ TEST_CASE("the notes' table, exact from each rung's Cost: bf16 cache bytes and F
     const char* id;
     double cache_bytes, flops;
   };
-  // seed 004's tables; facts file "Table arithmetic (all exact)"
+  // the MLA notes' tables of cache bytes and FLOPs per token per layer (all exact)
   for (const Row& row : {Row{"CD", 81920, 81920}, Row{"CC", 1152, 33636352}, Row{"A_CC", 1152, 278528},
                          Row{"A_CC_ME", 1152, 278528}, Row{"AM", 1152, 278528}, Row{"flash_mla", 1152, 278528}}) {
     CAPTURE(row.id);

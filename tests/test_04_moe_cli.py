@@ -112,7 +112,7 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("oracle: top_k > n_experts is bad input", ["oracle", "04-moe", "--inputs", ins, "--out", j(tmp, "o2")], 2,
            "top_k", err_one_line=True)
 
-    # The chapter's table of rungs is the registry's list of reference rungs (DESIGN: checked against it).
+    # The chapter's table of rungs is the registry's list of reference rungs, checked here against it.
     p = subprocess.run([LADDER, "list", "04-moe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     registered = [l.split()[2] for l in p.stdout.splitlines() if l.startswith("04-moe ") and l.split()[1] == "ref"]
     chapter = os.path.join(os.path.dirname(GOLDEN), "..", "..", "chapters", "04-moe", "README.md")

@@ -1,4 +1,4 @@
-// tests/test_04_moe_planted.cpp -- planted bugs the stage-04 checks must catch (issue 10): each test
+// tests/test_04_moe_planted.cpp -- planted bugs the stage-04 checks must catch: each test
 // builds the wrong variant from the reference's own pieces, runs it on a committed case and asserts
 // that the exact or tolerance comparison that judges the real rung rejects it.
 #include <doctest/doctest.h>

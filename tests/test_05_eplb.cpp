@@ -1,6 +1,7 @@
 // tests/test_05_eplb.cpp -- stage 05 EPLB: the worked examples of the sources, exactly, and every
-// precondition. Sources: the EPLB README example (deepseek-ai/EPLB), the code-reading seed
-// (seeds/003) and its printed intermediates; chapters/05-eplb/README.md walks the same numbers.
+// precondition. Sources: the EPLB README example (deepseek-ai/EPLB), Huiming's notes "DeepSeek Expert
+// Parallelism Load Balancer (EPLB) Code Reading" (the code reading) and its printed intermediates;
+// chapters/05-eplb/README.md walks the same numbers.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -60,17 +61,17 @@ TEST_CASE("README weights with 3 groups on 2 nodes take the global policy") {
   CHECK(rebalance_experts_global(readme_weight(), 16, 8).phy2log == p.phy2log);
 }
 
-TEST_CASE("the seed's worked example: group loads, tokens_per_phy, pphy2phy and the 8 per-GPU totals") {
+TEST_CASE("the code reading's worked example: group loads, tokens_per_phy, pphy2phy and the 8 per-GPU totals") {
   const Mat<double> w = readme_weight();
   HierarchicalTrace<double> t;
   const Replication rep = rebalance_experts_hierarchical(w, 16, 4, 2, 8, &t);
 
-  // Step 1 (seed: "group loads [[262., 330., 116., 325.], [231., 280., 516., 129.]]").
+  // Step 1 (code reading: "group loads [[262., 330., 116., 325.], [231., 280., 516., 129.]]").
   CHECK(t.tokens_per_group == rows<Mat<double>>(2, 4, {262, 330, 116, 325, 231, 280, 516, 129}));
   CHECK(t.group_pack.pack_index == rows<IndexMat>(2, 4, {1, 0, 0, 1, 1, 1, 0, 0}));
 
-  // Steps 2-3: the seed's printed tokens_per_phy [L * nodes, 8] and pphy2phy. pphy2phy depends on the
-  // sort's tie order (82.5 twice, 52 twice, ...); our stable sort reproduces the seed's table exactly.
+  // Steps 2-3: the code reading's printed tokens_per_phy [L * nodes, 8] and pphy2phy. pphy2phy depends
+  // on the sort's tie order (82.5 twice, 52 twice, ...); our stable sort reproduces its table exactly.
   CHECK(t.tokens_per_phy == rows<Mat<double>>(4, 8, {61.0, 52.0, 82.5, 39.0, 4.0, 73.0, 82.5, 52.0,     //
                                                      56.0, 91.5, 86.0, 90.0, 66.0, 40.0, 91.5, 66.0,    //
                                                      93.5, 157.0, 86.0, 86.0, 16.0, 27.0, 93.5, 86.0,   //
@@ -80,7 +81,7 @@ TEST_CASE("the seed's worked example: group loads, tokens_per_phy, pphy2phy and 
                                             1, 4, 0, 7, 6, 5, 2, 3,  //
                                             5, 1, 2, 7, 6, 3, 0, 4}));
 
-  // The seed's verification: gather tokens_per_phy by pphy2phy, pair slots per GPU, sum over layers.
+  // The code reading's verification: gather tokens_per_phy by pphy2phy, pair slots per GPU, sum over layers.
   Mat<double> per_gpu = Mat<double>::Zero(1, 8);
   for (Index r = 0; r < 4; ++r)
     for (Index q = 0; q < 8; ++q) per_gpu(0, (r % 2) * 4 + q / 2) += t.tokens_per_phy(r, t.pphy2phy(r, q));

@@ -65,7 +65,7 @@ TEST_CASE("ladder eplb: JSON and .npy loads run; bad input raises ladder::Error 
   CHECK_THROWS_AS(run_eplb({"--weights", good, "--replicas", "x", "--gpus", "8"}), CLI::ParseError);
 }
 
-TEST_CASE("ladder reproduce 05-eplb: the README and seed numbers match exactly") {
+TEST_CASE("ladder reproduce 05-eplb: the README and code-reading numbers match exactly") {
   ladder::test::TempDir tmp;
   const std::string md = ladder::cli::reproduce_05_eplb({tmp.path, true});
   CHECK(md.find("DIFFERS") == std::string::npos);

@@ -1,9 +1,9 @@
 // tests/test_05_eplb_float32.cpp -- ladder's EPLB oracle reproduces eplb.py's float32 arithmetic.
 //
-// An independent re-implementation of eplb.py (written from its source, in float32 where it is
-// float32: weight.float(), tokens_per_mlog / mlogcnt, pack sums of 0-d float32 tensors), on the
-// issue's reproducer and on random inputs, against the registry's rungs (what goldens, `ladder eplb`
-// and `ladder check` use).
+// An independent re-implementation of eplb.py (written from its source, in float32 where it is float32:
+// weight.float(), tokens_per_mlog / mlogcnt, pack sums of 0-d float32 tensors), on a small reproducer (where
+// float32 and double order tied GPU loads differently) and on random inputs, against the registry's rungs
+// (what goldens, `ladder eplb` and `ladder check` use).
 #include <doctest/doctest.h>
 
 #include <algorithm>

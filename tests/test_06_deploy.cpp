@@ -105,7 +105,7 @@ TEST_CASE("deploy: KV per card, MLA under TP grows with t; MHA stays flat; GQA f
   CHECK(kv_bytes_per_card(N, ctx, layers, cards, 16, 0, 8, 128) == 2 * 72 * ctx * layers * 2 * 8 * 128 * 2);
 }
 
-TEST_CASE("deploy: collective bytes equal the seed's counts (AllGather 3 BS h vs All2All 6 BS h between nodes)") {
+TEST_CASE("deploy: collective bytes equal the Huawei report's counts (AllGather 3 BS h vs All2All 6 BS h between nodes)") {
   Layout L = layout("huawei-a2-decode");  // 32 cards on 4 nodes
   const double T = 144, h = 7168;
   for (const Collective& x : collectives(L)) {

@@ -1,9 +1,10 @@
-// tests/test_06_deploy_sharding.cpp -- stage 06, part 2: sharding rungs on P simulated ranks
+// tests/test_06_deploy_sharding.cpp -- stage 06: sharding rungs on P simulated ranks
 // (ladder/deploy/sharding.hpp). The TP FFN equals the unsharded FFN under the tolerance rule (float
 // candidate vs the fp64 oracle, the float unsharded FFN as baseline), a planted wrong split is caught,
 // and the bytes the ring collectives actually send equal the model: all-reduce 2 (P - 1)/P of the
-// tensor per rank, reduce-scatter (P - 1)/P (seed 002: 2 units vs 1); the MoE dispatch at 4 nodes sends
-// 3 BS h between nodes per rank by AllGather and 6 BS h by All2All (seed 001 Sec. 5.1).
+// tensor per rank, reduce-scatter (P - 1)/P (the JAX DeepSeek-R1 README: 2 units vs 1); the MoE dispatch
+// at 4 nodes sends 3 BS h between nodes per rank by AllGather and 6 BS h by All2All (Huawei report
+// Sec. 5.1).
 #include <doctest/doctest.h>
 
 #include "ladder/core/compare.hpp"

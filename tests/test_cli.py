@@ -39,7 +39,7 @@ def verdict(name, ok):
 
 
 def oracle_cli_cases(tmp, case, eplb, good):
-    """Issue 19 / 15: contracts for every stage, wrong candidates fail, bad input is one line, exit 2."""
+    """Contracts for every stage, wrong candidates fail, bad input is one line, exit 2."""
     j = os.path.join
     y = np.load(j(case, "y.npy"))
     small = y.copy()

@@ -1,9 +1,9 @@
 // tests/test_compare.cpp -- the comparator must reject wrong answers and accept right ones.
 //
-// Wrong softmax candidates that the max-abs rule passed (issue: oracle fidelity) must FAIL the
-// element-wise + structural rule of 01-softmax's contract; every correct candidate must PASS: each
-// rung in float32 and float64, a numpy-style float32 softmax (exp of x - max in float32, pairwise sum,
-// divide) on random rows including extreme magnitudes and -inf, and every golden case.
+// Wrong softmax candidates that the max-abs rule passed must FAIL the element-wise + structural rule of
+// 01-softmax's contract; every correct candidate must PASS: each rung in float32 and float64, a numpy-style
+// float32 softmax (exp of x - max in float32, pairwise sum, divide) on random rows including extreme
+// magnitudes and -inf, and every golden case.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -73,7 +73,7 @@ Array<float> planted(const Array<float>& x, const std::function<void(Array<doubl
 }  // namespace
 
 TEST_CASE("01-softmax contract: wrong candidates the max-abs rule passed now fail") {
-  const Array<float> x = logits(2, 4096, 3.0, 4242);  // 2 x 4096 N(0, 3^2), as in the issue
+  const Array<float> x = logits(2, 4096, 3.0, 4242);  // 2 x 4096 N(0, 3^2)
   REQUIRE(judge(x, oracle_y(x).cast<float>()).pass);  // the unplanted candidate passes
   auto each = [](Array<double>& y, const std::function<void(double&)>& g) { for (double& v : y.data) g(v); };
   const std::vector<std::pair<const char*, std::function<void(Array<double>&)>>> wrong = {

@@ -1,5 +1,5 @@
 // mpi/src/ep_moe.cpp -- ladder-ep-moe: one MoE layer (stage 04) with expert parallelism across MPI ranks
-// (issue 12, second half), checked against the same layer in one process.
+// (the second MPI program beside ladder-kv-migrate), checked against the same layer in one process.
 //
 //   mpirun -np P ladder-ep-moe [--variant a2a|ag-rs] [--tokens 64] [--experts 8] [--zipf]
 //

@@ -1,5 +1,5 @@
 // mpi/src/kv_migrate.cpp -- ladder-kv-migrate: KV-cache migration from prefill ranks to a decode rank
-// over MPI (issue 12, first half), then N decode steps with flash_mla, checked bit for bit against the
+// over MPI, then N decode steps with flash_mla, checked bit for bit against the
 // same pipeline in one process (ladder/mpi/kv_pipeline.hpp).
 //
 //   mpirun -np 3 ladder-kv-migrate [--prompts 1,63,64,65,1000] [--steps 4] [--decode-blocks 64]

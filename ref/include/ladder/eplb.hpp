@@ -7,8 +7,9 @@
 // > 05 eplb        balanced packing -> replicate -> hierarchical | global     <- this stage
 //   06 disagg      step-time model -> event simulator -> KV-cache migration
 //
-// Source: DeepSeek's eplb.py (deepseek-ai/EPLB) as read in the code-reading seed (seeds/003); the
-// chapter is chapters/05-eplb/README.md. The stage is split by concept:
+// Source: DeepSeek's eplb.py (deepseek-ai/EPLB) as read in Huiming's notes "DeepSeek Expert
+// Parallelism Load Balancer (EPLB) Code Reading"; the chapter is chapters/05-eplb/README.md. The stage
+// is split by concept:
 //   eplb/algorithm.hpp  the rungs: balanced_packing, replicate_experts, rebalance_experts_hierarchical,
 //                       rebalance_experts_global (stable sort; differences from eplb.py listed there)
 //   eplb/rebalance.hpp  rebalance_experts (policy dispatch) -> Placement {phy2log, log2phy, logcnt}

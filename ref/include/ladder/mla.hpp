@@ -7,9 +7,10 @@
 //   05 eplb        balanced packing -> replicate -> hierarchical | global
 //   06 disagg      step-time model -> event simulator -> KV-cache migration
 //
-// Sources: the DeepSeek-V2 MLA optimisation notes (seed 004: CD, CC, A_CC, A_CC_ME, AM and their
-// table of cache sizes and FLOPs), the lecture notes §5.2 (Fig. 10, the MLA equations), the facts
-// file's deepseekv2-profile and FlashMLA sections (layouts, scale, RoPE layout, table arithmetic).
+// Sources: the DeepSeek-V2 MLA optimisation notes ("DeepSeek-V2高性能推理优化笔记：MLA优化": CD, CC,
+// A_CC, A_CC_ME, AM and their table of cache sizes and FLOPs), the CSE 234 lecture notes §5.2
+// (Fig. 10, the MLA equations), the code of madsys-dev/deepseekv2-profile and deepseek-ai/FlashMLA
+// (layouts, scale, RoPE layout).
 // The chapter is chapters/03-mla/README.md. Split by concept:
 //   mla/config.hpp        Config (DeepSeek-V2, small and tiny test shapes), check_config
 //   mla/model.hpp         Weights (W_DQ, W_UQ, W_QR, W_DKV, kv_b = [W_UK; W_UV] per head, W_O), random_weights

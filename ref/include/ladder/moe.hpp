@@ -7,10 +7,11 @@
 //   05 eplb        balanced packing -> replicate -> hierarchical | global
 //   06 disagg      step-time model -> event simulator -> KV-cache migration
 //
-// Sources: the JAX DeepSeek-R1 README (seeds/002: route, sort, ragged dot, unsort, weighted sum;
-// dropless decode, dropping prefill), the Huawei Ascend report (seeds/001: EP choices, communication
-// volumes), the lecture notes' DeepSeek-V3 review (seeds/000) and ../shared/reference facts (gate
-// equations, ragged_dot contract). Chapter: chapters/04-moe/README.md. Split by concept:
+// Sources: the README of the JAX DeepSeek-R1 inference code (jax-ml/jax-llm-examples: route, sort,
+// ragged dot, unsort, weighted sum; dropless decode, dropping prefill), Huawei's DeepSeek V3/R1
+// inference deployment report for Ascend servers (EP choices, communication volumes), the CSE 234
+// lecture notes' DeepSeek-V3 review, DeepSeek-V3's model code (gate equations) and jax.lax.ragged_dot
+// (its contract). Chapter: chapters/04-moe/README.md. Split by concept:
 //   moe/config.hpp      Config, Weights<T>, Routing<T> and their checks
 //   moe/gate.hpp        gate<T>: DeepSeek-V3 (sigmoid, bias for selection only) and V2 (softmax)
 //   moe/dense.hpp       dense_loop (THE ORACLE at T = double), dense_fallback (every expert, masked)

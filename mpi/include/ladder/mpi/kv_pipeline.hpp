@@ -1,4 +1,4 @@
-// ladder/mpi/kv_pipeline.hpp -- the prefill -> decode pipeline of issue 12 without the transport: what
+// ladder/mpi/kv_pipeline.hpp -- the prefill -> decode pipeline of stage 06 without the transport: what
 // a prefill instance computes, the paged cache a decode instance owns (its own block numbering), and
 // the decode steps. The MPI program (mpi/src/kv_migrate.cpp) and the one-process reference both run
 // these functions; only the way the cache rows reach the decode side differs, so the decode outputs

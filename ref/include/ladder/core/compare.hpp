@@ -1,4 +1,4 @@
-// ladder/core/compare.hpp -- the tolerance rule (DESIGN.md) and its report.
+// ladder/core/compare.hpp -- the tolerance rule (chapter 01 §7) and its report.
 //
 // A candidate is compared with the fp64 oracle:
 //   1. shapes must be equal;

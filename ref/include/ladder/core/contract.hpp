@@ -63,7 +63,7 @@ struct OutputSpec {
   std::string shape;
   std::string doc;
   Rule rule = Rule::max_abs;
-  double k = 2;         // 2 forward, 3 backward (DESIGN.md)
+  double k = 2;         // 2 forward, 3 backward (the tolerance rule, compare.hpp)
   std::string why;      // why this rule fits this output
   bool probability = false;  // structural facts: >= 0, rows sum to the oracle's row sum
   std::string masked_by;     // input whose -inf positions must give exactly 0 (empty: none)

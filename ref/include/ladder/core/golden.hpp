@@ -28,7 +28,8 @@ struct GoldenStage {
 const std::vector<GoldenStage>& golden_stages();
 const GoldenStage& golden_stage(const std::string& stage);
 
-// The case.json every case carries (fields named in DESIGN.md); callers add stage-specific fields.
+// The case.json every case carries (fields listed in the README's oracle section); callers add
+// stage-specific fields.
 nlohmann::json case_manifest(const std::string& stage, const std::vector<std::string>& rungs, uint64_t seed,
                              const nlohmann::json& shapes, const nlohmann::json& dtypes,
                              const nlohmann::json& tolerance);

@@ -3,11 +3,11 @@
 //   06 disagg   step-time model -> event simulator -> KV-cache migration -> [deployment: layouts, memory,
 //               traffic, overlap, MTP, DP-RANK BALANCE]
 //
-// With MLA under DP (seed 001 Sec. 3.2.1) every rank reads its own requests' KV cache, and the MoE's
+// With MLA under DP (Huawei report Sec. 3.2.1) every rank reads its own requests' KV cache, and the MoE's
 // AllGather makes every rank wait for the slowest: a step takes
 //   T_step = base + max over ranks (sum of the rank's contexts x KV bytes per token / HBM bandwidth),
 // base being the rest of the step (the layout's step time at context 1). How requests are assigned to
-// ranks decides the max (seed 001 Sec. 8 names balancing by predicted output length):
+// ranks decides the max (the Huawei report's Sec. 8 names balancing by predicted output length):
 //   round_robin:  request i to rank i mod R at arrival, each rank admits from its own queue;
 //   least_kv:     when a slot frees, the next request goes to the rank with the least KV tokens now;
 //   predicted:    ... to the rank whose KV at its requests' predicted ends is least (predicted output

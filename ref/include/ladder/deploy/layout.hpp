@@ -3,7 +3,7 @@
 //   06 disagg   step-time model -> event simulator -> KV-cache migration -> [deployment: layouts, memory,
 //               traffic, overlap, MTP]
 //
-// A layout gives every module of the model its own parallel layout (seed 001 Table 1): MLA in three
+// A layout gives every module of the model its own parallel layout (Huawei report Table 1): MLA in three
 // parts (down projections q_a/kv_a, up projections + attention q_b/kv_b, output projection o_proj), the
 // dense FFN, the routed experts (EP, optional redundant replicas), the shared expert, the embedding and
 // the LM head, each as dp x tp over the cards it lives on. The file also names the model and card

@@ -14,7 +14,7 @@
 // under 0.2 GB for DeepSeek-V3). A module split tp ways keeps 1/tp of its weights per card; DP keeps all.
 // KV per card: MLA keeps one latent row (kv_lora + rope) per token per layer, shared by every head, so a
 // TP group of t cards each holds the whole cache of the group's requests; MHA/GQA keep K and V per KV
-// head, which TP does split (seed 001 Sec. 3.2.1).
+// head, which TP does split (Huawei report Sec. 3.2.1).
 #pragma once
 #include <algorithm>
 #include <string>
@@ -152,8 +152,8 @@ struct ReportFigure {
   }
 };
 
-// Ours for each of seed 001 Sec. 3.2's memory figures, computed from the model file (printed values are
-// passed in from data/papers/06-deploy.json by the caller; the id names which is which).
+// Ours for each of the Huawei report's memory figures (Sec. 3.2), computed from the model file (printed
+// values are passed in from data/papers/06-deploy.json by the caller; the id names which is which).
 inline std::vector<ReportFigure> report_memory_figures(const disagg::ModelSpec& m) {
   const double moe_main = static_cast<double>(m.layers - m.dense_layers);
   const double kv_4k_72 = 72.0 * 4096.0 * static_cast<double>(m.layers) * mla_kv_row_bytes(m, 2);

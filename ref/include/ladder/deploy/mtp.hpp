@@ -3,15 +3,16 @@
 //   06 disagg   step-time model -> event simulator -> KV-cache migration -> [deployment: layouts, memory,
 //               traffic, overlap, MTP]
 //
-// Verify (notes 000 Sec. 5, MTP; seed 001 Sec. 5.3): the MTP layer drafts k tokens d_1..d_k with draft
-// probabilities q_i; one target step scores 1 + k query rows per request and gives p_0..p_k.
+// Verify (CSE 234 lecture notes Sec. 5, MTP; Huawei report Sec. 5.3): the MTP layer drafts k tokens
+// d_1..d_k with draft probabilities q_i; one target step scores 1 + k query rows per request and gives
+// p_0..p_k.
 //   greedy:   accept d_i while d_i == argmax p_{i-1}; then emit argmax of the first unmatched row.
 //   sampling: accept d_i with probability min(1, p(d_i) / q(d_i)); on the first rejection emit a token
 //             drawn from normalise(max(0, p - q)) and stop; if all k are accepted emit one from p_k.
 // Either way a step emits 1 + accepted tokens, and sampling emits tokens distributed exactly as p: the
 // accepted mass min(p, q) plus the residual (1 - sum min(p, q)) x max(0, p - q) / sum max(0, p - q) = p.
 // Step model: with acceptance p per draft and k drafts a step emits E = 1 + p + ... + p^k tokens, so
-// TPOT = T_step / E and tokens/s per card = requests_per_card x E / T_step (seed 001 Sec. 7.1.1, k = 1).
+// TPOT = T_step / E and tokens/s per card = requests_per_card x E / T_step (Huawei report Sec. 7.1.1, k = 1).
 #pragma once
 #include <cmath>
 #include <cstdint>

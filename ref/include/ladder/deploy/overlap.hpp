@@ -5,11 +5,11 @@
 //
 // Per layer and micro-batch the ops are: attention (MLA down, up, attention, out) on the compute
 // stream; the MoE (or dense FFN) dispatch (AllGather / All2All) on the communication stream, while
-// the gate runs on the compute stream (seed 001 Sec. 5.2: the gate needs only local tokens); the
+// the gate runs on the compute stream (Huawei report Sec. 5.2: the gate needs only local tokens); the
 // experts (routed + shared, or the dense FFN) on compute; the combine (ReduceScatter / All2All) on
 // communication. Each stream runs its ops in issue order; an op starts when its stream is free and its
 // inputs are done. One micro-batch: every op waits for the previous one, step = the sum. Two
-// micro-batches (two-batch overlap, DeepSeek's DeepEP / day-6 notes, seed 001 Sec. 8): the batch is
+// micro-batches (two-batch overlap, DeepSeek's DeepEP / day-6 notes, Huawei report Sec. 8): the batch is
 // split in halves A and B issued A, B alternately, so B's compute runs under A's communication;
 // step = the schedule's makespan (its critical path). Communication is fully hidden when each
 // micro-batch's communication fits under the other's computation. Halving a batch does not halve a

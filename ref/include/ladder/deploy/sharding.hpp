@@ -9,7 +9,7 @@
 //   ring reduce-scatter   P - 1 steps, each rank sends one chunk to rank + 1 and adds what it receives
 //   ring all-gather       P - 1 steps, each rank forwards the chunk it last received
 //   all-reduce            reduce-scatter then all-gather: 2 (P - 1) / P of the tensor per rank, against
-//                         (P - 1) / P for reduce-scatter alone (seed 002: 2 units vs 1 unit)
+//                         (P - 1) / P for reduce-scatter alone (the JAX DeepSeek-R1 README: 2 units vs 1)
 //   all-to-all            rank r sends block [r][d] to rank d
 // A dense SwiGLU FFN y = (silu(x W1) * (x W3)) W2 runs tensor-parallel: W1, W3 split by columns, W2 by
 // rows (column- then row-parallel); rank r's partial y_r sums to y, by all-reduce (every rank gets
@@ -153,8 +153,8 @@ std::vector<Mat<T>> ffn_tp_reduce_scatter(const Mat<T>& x, const Mat<T>& W1, con
   return reduce_scatter_ring(part, comm);
 }
 
-// Attention with low-rank projections, the MLA prefill shape of seed 001 Sec. 3.2.1 (Fig. 5b) without
-// RoPE and norms (the sharding is what is tested): down projections c = x W_down [T, r]; per head h
+// Attention with low-rank projections, the MLA prefill shape of the Huawei report Sec. 3.2.1 (Fig. 5b)
+// without RoPE and norms (the sharding is what is tested): down projections c = x W_down [T, r]; per head h
 // q_h = c W_q[h], k_h = c W_k[h], v_h = c W_v[h] (head dim d); causal softmax attention per head
 // (stage 02's naive_forward); y = concat_h(o_h) W_o. Weights: W_down [h_model, r], W_q, W_k, W_v
 // [r, H d] (head h = columns h d .. h d + d), W_o [H d, h_model].

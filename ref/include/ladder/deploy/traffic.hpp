@@ -6,13 +6,13 @@
 //
 // Collectives, bytes one card moves (n = the gathered tensor over a group of g = k nodes x c cards):
 //   AllGather      receives (g - 1) n / g: hierarchically (k - 1) n / g between nodes (its counterparts on
-//                  the other nodes), then (c - 1) k n / g inside the node (seed 001 Sec. 5.1: at 4 nodes a
-//                  card gets 3 BS h from other nodes)
+//                  the other nodes), then (c - 1) k n / g inside the node (Huawei report Sec. 5.1:
+//                  at 4 nodes a card gets 3 BS h from other nodes)
 //   ReduceScatter  the mirror image: the same bytes sent
 //   All2All        a card's payload s (MoE dispatch: BS top_k h) goes (k - 1) / k off the node and
-//                  (c - 1) / g to node peers (seed 001: 8 experts x 3/4 remote = 6 BS h at 4 nodes)
+//                  (c - 1) / g to node peers (Huawei report: 8 experts x 3/4 remote = 6 BS h at 4 nodes)
 // A collective's time is max(intra / intra_GBps, inter / (inter_GBps_per_node / c)): the node's link is
-// shared by its cards, and the hierarchical algorithms overlap the two levels (seed 001 Sec. 5.1, 6.2).
+// shared by its cards, and the hierarchical algorithms overlap the two levels (Huawei report Sec. 5.1, 6.2).
 // Per-op time is the roofline's max(flops / peak, bytes / HBM bandwidth), summed without overlap
 // (ladder/disagg/roofline.hpp); overlap is ladder/deploy/overlap.hpp.
 #pragma once

@@ -8,9 +8,9 @@
 //   06 disagg      step-time model -> event simulator -> KV-cache migration
 //
 // Source: DeepSeek's eplb.py (deepseek-ai/EPLB: balanced_packing, replicate_experts,
-// rebalance_experts_hierarchical, rebalance_experts), as read in the code-reading seed
-// "DeepSeek Expert Parallelism Load Balancer (EPLB) Code Reading" (seeds/003). The chapter
-// chapters/05-eplb/README.md walks through the seed's worked example with these functions.
+// rebalance_experts_hierarchical, rebalance_experts), as read in Huiming's notes
+// "DeepSeek Expert Parallelism Load Balancer (EPLB) Code Reading" (the code reading). The chapter
+// chapters/05-eplb/README.md walks through the code reading's worked example with these functions.
 //
 // Vocabulary (the sources' own): a *logical* expert is one the model defines; a *physical* expert
 // (replica, slot) is a copy placed on a GPU. phy2log[l][p] = logical expert held by slot p of layer l;
@@ -216,8 +216,8 @@ Replication replicate_experts(const Mat<T>& weight, Index num_phy) {
   return out;
 }
 
-// The intermediates of rebalance_experts_hierarchical, under eplb.py's names (the seed prints
-// tokens_per_group, tokens_per_phy and pphy2phy for its worked example; the chapter walks them).
+// The intermediates of rebalance_experts_hierarchical, under eplb.py's names (the code reading
+// prints tokens_per_group, tokens_per_phy and pphy2phy for its worked example; the chapter walks them).
 // Rows of the per-node matrices are l * num_nodes + node.
 template <class T>
 struct HierarchicalTrace {

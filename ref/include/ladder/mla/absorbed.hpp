@@ -2,7 +2,7 @@
 //
 //   03 mla         CD -> CC -> A_CC -> A_CC_ME -> AM   (+ flash_mla)       <- A_CC, A_CC_ME, AM in this file
 //
-// Projection absorption (seed 004 "Projection Absorption"): by associativity
+// Projection absorption (the MLA notes' "Projection Absorption"): by associativity
 //   q^C_h . k^C_{j,h} = q^C_h . (W_UK(h) c_j) = (q^C_h W_UK(h)) . c_j = q_abs_h . c_j,
 // so W_UK moves from every cached token onto the one query (q_abs_h: kv_lora = 512 dims per head), and
 //   u = W_O [W_UV(h) (sum_j a_j c_j)]_h            (the notes' einsums (4), (5), (6)),

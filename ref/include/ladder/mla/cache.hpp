@@ -1,7 +1,7 @@
 // ladder/mla/cache.hpp -- stage 03: the KV cache layouts of the rungs, built from one paged cache.
 //
 // Every rung starts from the same input, the paged compressed cache a serving system keeps (FlashMLA's
-// layout, facts file "FlashMLA"): blocks [num_blocks, 64, kv_lora + rope] of rows [c^KV | k^R], a
+// layout, deepseek-ai/FlashMLA): blocks [num_blocks, 64, kv_lora + rope] of rows [c^KV | k^R], a
 // block table [B, max_blocks] (token j of sequence b is row j % 64 of block block_table[b, j / 64])
 // and the cache length L_b of each sequence. A rung's prepare step (mla.hpp) builds the layout the
 // notes' version of it reads, once per sequence state, outside the timed decode step:

@@ -38,7 +38,7 @@ struct Config {
   }
 };
 
-// DeepSeek-V2 (236B) attention, facts file "deepseekv2-profile config"; softmax scale 1/sqrt(192).
+// DeepSeek-V2 (236B) attention, as in deepseekv2-profile's mla/config.json; softmax scale 1/sqrt(192).
 inline Config deepseek_v2() { return Config{}; }
 
 // The small shape of the goldens and unit tests: every dimension different, so a transposed or

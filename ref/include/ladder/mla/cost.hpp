@@ -1,7 +1,7 @@
 // ladder/mla/cost.hpp -- stage 03: FLOPs, cache bytes and traffic of one decode step of each rung, as
 // formulas of the shape (core/cost.hpp's Cost).
 //
-// Conventions (the notes' tables count this way; seed 004 and the facts file's "Table arithmetic"):
+// Conventions (the MLA notes' tables count this way: their numbers follow from these rules exactly):
 //   * FLOPs = 2 x multiply-adds of the matrix products (projections, q.k, a.V); RMSNorm, RoPE, the
 //     scale and the softmax are not counted (O(H L) beside O(H L d)). gemm.hpp counts the same
 //     multiply-adds as the rungs run, and tests/test_03_mla_cost.cpp checks count == formula.
@@ -11,7 +11,8 @@
 //     the FLOPs per cached token d(flops)/dL: `ladder reproduce 03-mla` derives both from Cost.
 //   * extra_bytes: scratch the rung materialises: scores and weights [B, H, L] (all but flash_mla),
 //     CC's decompressed K and V, A_CC's key_states copy, flash_mla's split partials. On a GPU it also
-//     travels through HBM; it is what runs out first (facts file: max L at B = 32 on the A100).
+//     travels through HBM; it is what runs out first (deepseekv2-profile's CSVs: max L at B = 32 on
+//     the A100).
 // DeepSeek-V2 per token per layer (exact, the notes' table): cache CD 128 (192 + 128) 2 = 81,920 B,
 // the others (512 + 64) 2 = 1,152 B; FLOPs CD 2 128 192 + 2 128 128 = 81,920, CC 2 512 (128 256) +
 // 81,920 = 33,636,352, A_CC / A_CC_ME (and AM, flash_mla) 2 128 (512 + 64) + 2 128 512 = 278,528.

@@ -2,7 +2,7 @@
 //
 //   03 mla         CD -> CC -> A_CC -> A_CC_ME -> AM   (+ flash_mla)       <- CD and CC in this file
 //
-// CD (CacheDecompressed, seed 004 "KV Caching"): the cache holds K [B, H, L, nope + rope] (k^R
+// CD (CacheDecompressed, the MLA notes' "KV Caching"): the cache holds K [B, H, L, nope + rope] (k^R
 // replicated per head) and V [B, H, L, v], decompressed once at prefill; the step is standard
 // multi-head attention, per head
 //   s_j = scale * [q^C_h | q^R_h] . K[b, h, j],   a = softmax(s),   o_h = sum_j a_j V[b, h, j],

@@ -5,8 +5,8 @@
 //
 // The notes' "后续优化" (next step): with absorption, MLA is MQA with K = V -- all H heads read the same
 // cache rows [c^KV | k^R] (576 dims), and V is the first kv_lora = 512 dims of K (FlashMLA's decode
-// kernel, facts file). So one pass over the cache suffices, as in FlashAttention (notes §3.6-3.7),
-// with the scores never stored. Per sequence b:
+// kernel in deepseek-ai/FlashMLA). So one pass over the cache suffices, as in FlashAttention (notes
+// §3.6-3.7), with the scores never stored. Per sequence b:
 //   Q = [q_abs | q^R] [H, 576] (the only concatenation left: one row per head per query, not per token);
 //   the L_b tokens are cut into splits of split_blocks pages; each split walks its pages (tile = one
 //   page of <= 64 rows, a whole number of tokens, never past L_b) with the online softmax per head:

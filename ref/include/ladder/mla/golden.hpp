@@ -34,7 +34,7 @@ struct GoldenCase {
 const std::vector<GoldenCase>& golden_cases();
 const GoldenCase& golden_case(const std::string& name);
 
-// From the seeds (what the committed files must equal).
+// From the cases' RNG seeds (what the committed files must equal).
 Weights<float> golden_model();
 Inputs golden_inputs(const GoldenCase& c);
 Output<double> golden_oracle(const Weights<float>& W, const Inputs& in);

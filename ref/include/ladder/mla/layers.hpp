@@ -5,7 +5,7 @@
 //   x'_i       = x_i cos(p w_i) - x_{i+d/2} sin(p w_i)
 //   x'_{i+d/2} = x_{i+d/2} cos(p w_i) + x_i sin(p w_i),     w_i = theta^(-2i/d), i < d/2.
 // DeepSeek's checkpoints are trained with the interleaved layout, pairs (2i, 2i+1) at the same w_i;
-// its HF code de-interleaves q_pe and k_pe first (view(d/2, 2).transpose, facts file) and then uses
+// its HF code de-interleaves q_pe and k_pe first (view(d/2, 2).transpose, modeling_deepseek.py) and then uses
 // rotate_half. Both layouts give the same q.k: with P the permutation 2i -> i, 2i+1 -> i + d/2,
 // rope_half(P x) = P rope_interleaved(x), and P is orthogonal, so rope_half(Pq).rope_half(Pk) =
 // rope_interleaved(q).rope_interleaved(k). What matters is that q and k use the SAME layout

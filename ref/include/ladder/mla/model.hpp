@@ -1,8 +1,8 @@
 // ladder/mla/model.hpp -- stage 03: the weights of one MLA layer and a seeded random draw of them.
 //
-// Notation of the notes (seed 004 "MLA模块的计算过程", lecture notes §5.2 Fig. 10) with DeepSeek-V2's
-// tensor names beside (facts file, "Weight layouts"); every matrix is an nn.Linear weight [out, in],
-// so y = W x is gemm_nt(x, W):
+// Notation of the notes (the MLA notes' "MLA模块的计算过程", lecture notes §5.2 Fig. 10) with
+// DeepSeek-V2's tensor names beside (its modeling_deepseek.py, as deepseekv2-profile uses them); every
+// matrix is an nn.Linear weight [out, in], so y = W x is gemm_nt(x, W):
 //   W_DQ    [q_lora, hidden]            q_a_proj:      c^Q = W_DQ h
 //   q_norm  [q_lora]                    q_a_layernorm  (RMSNorm gain)
 //   W_UQ    [H * nope, q_lora]          q_b_proj rows of the nope parts:  q^C = W_UQ c^Q

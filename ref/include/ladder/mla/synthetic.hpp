@@ -8,7 +8,7 @@
 //     rows (fast, for timings at long L, where the values do not matter);
 //   * the block table: pages assigned in order, or (shuffled) a random permutation of a pool of
 //     needed + spare pages; every row of a page no token owns is NaN (FlashMLA's test fills the cache
-//     past cache_seqlens with NaN the same way, facts file), so an out-of-bounds read shows.
+//     past cache_seqlens with NaN the same way), so an out-of-bounds read shows.
 // q_pos[b] = L_b - 1.
 #pragma once
 #include <cstdint>

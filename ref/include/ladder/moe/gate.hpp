@@ -1,6 +1,6 @@
 // ladder/moe/gate.hpp -- stage 04 rung "gate": which k experts each token goes to, and with what weight.
 //
-// DeepSeek-V3 (noaux_tc; ../shared/reference/mla-eplb-moe-facts.md, the notes' V3 review):
+// DeepSeek-V3 (noaux_tc; deepseek-ai/DeepSeek-V3's model code, the lecture notes' V3 review):
 //   s = sigmoid(x W_gate^T)                       [T, E]  the unbiased affinities
 //   s' = s + e_score_correction_bias              used for SELECTION only
 //   group score = sum of the top-2 s' in each group (top-min(2, group size))

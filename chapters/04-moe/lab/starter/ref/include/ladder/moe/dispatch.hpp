@@ -1,9 +1,9 @@
 // STARTER FILE of the lab (generated from the reference by `scripts/lab make`): fill in every TODO(lab: ...).
 // ladder/moe/dispatch.hpp -- stage 04 rung "sort": the permutation that makes ragged_dot possible.
 //
-// The JAX DeepSeek-R1 MoE (seeds/002): flatten topk_idx to T*k assignments (assignment a = t*k + j),
-// stable argsort by expert, gather x[sort_idx // k], group_sizes = bincount(expert, E). After the
-// expert products, the inverse permutation puts each row back at its assignment (unsort).
+// The JAX DeepSeek-R1 MoE (jax-ml/jax-llm-examples): flatten topk_idx to T*k assignments (assignment
+// a = t*k + j), stable argsort by expert, gather x[sort_idx // k], group_sizes = bincount(expert, E).
+// After the expert products, the inverse permutation puts each row back at its assignment (unsort).
 // Here the sort is a counting sort (histogram -> exclusive scan -> stable scatter), the same three
 // steps the CUDA kernels run (cuda/src/04_moe_permute.cu), and equal to a stable argsort.
 // Keys are in [0, G]; key G is a sentinel ("not on this shard") sorted to the end and not counted in
