@@ -73,8 +73,8 @@ TEST_CASE("ladder reproduce 05-eplb: the README and code-reading numbers match e
   for (const char* line : {"phy2log: exact match with the README (32 of 32 entries)",
                            "phy2log: exact match with eplb.py's output (the README prints only the hierarchical "
                            "example) (32 of 32 entries)",
-                           "per-GPU totals: exact match with the seed's printout (8 of 8 entries)",
-                           "step 3 pphy2phy (tie-order dependent): exact match with the seed",
+                           "per-GPU totals: exact match with the code reading's printout (8 of 8 entries)",
+                           "step 3 pphy2phy (tie-order dependent): exact match with the code reading",
                            "| 18 nodes x 8 GPUs, 288 slots | global |"}) {
     CAPTURE(line);
     CHECK(md.find(line) != std::string::npos);

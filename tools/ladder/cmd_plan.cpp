@@ -98,7 +98,7 @@ std::string plan_tables(const Layout& L) {
 std::string memory_figures_table() {
   const disagg::ModelSpec m = disagg::load_model(disagg06::data_root() / "models" / "deepseek-v3.json");
   const auto paper = paper_figures();
-  std::string md = "The report's memory figures (seed 001 Sec. 3.2) beside ours, computed from the model file:\n\n"
+  std::string md = "The report's memory figures (Huawei report Sec. 3.2) beside ours, computed from the model file:\n\n"
                    "| figure | ours GB | ours GiB | report (as printed) | fits | assumption |\n|---|---|---|---|---|---|\n";
   for (ReportFigure f : report_memory_figures(m)) {
     f.printed = paper.at(f.id);
@@ -127,7 +127,7 @@ std::string kv_tp_vs_dp_table() {
                       kv_bytes_per_card(total, ctx, layers, cards, t, 0, 128, 128) / kGB,
                       kv_bytes_per_card(total, ctx, layers, cards, t, 0, 8, 128) / kGB);
   md += "\nMLA's latent row is shared by every head, so a TP group of t cards holds its requests' whole cache on each "
-        "card: t times DP's bytes (seed 001 Sec. 3.2.1). MHA's K and V are per head, so TP divides them and the "
+        "card: t times DP's bytes (Huawei report Sec. 3.2.1). MHA's K and V are per head, so TP divides them and the "
         "per-card bytes stay flat; GQA is flat until t exceeds its KV heads, then the heads are replicated.\n";
   return md;
 }
@@ -137,7 +137,7 @@ std::string mtp_table(bool quick) {
   L.work.context = 3072;  // the mean context of a 2K-in / 2K-out request over its decode
   const double t_step = step_time(L).total_ms();
   const double r = static_cast<double>(L.work.requests_per_card);
-  const double report_step = 99.6 * 1.7;  // seed 001 Sec. 7.1.1: TPOT 99.6 ms at 70% acceptance
+  const double report_step = 99.6 * 1.7;  // Huawei report Sec. 7.1.1: TPOT 99.6 ms at 70% acceptance
   const nlohmann::json pj = read_json(disagg06::data_root() / "papers" / "06-disagg.json");
   std::map<std::string, double> printed;
   for (const auto& e : pj.at("entries")) printed[e.at("id").get<std::string>()] = e.at("value").get<double>();

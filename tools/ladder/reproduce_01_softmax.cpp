@@ -65,7 +65,7 @@ std::string reproduce_01_softmax(const ReproduceContext& ctx) {
                       t["naive"] / t["online"], online_bytes / t["online"] / 1e9, bw / 1e9, t["online"] / bound);
   }
   // The SIMT layer is a correctness tool: how much slower is a CUDA rung run as fibers on this CPU
-  // than the reference loop it mirrors (256 rows x 4096 cols, the shape; no target).
+  // than the reference loop it mirrors (256 rows x 4096 cols, the benchmark's shape; no target).
   {
     const int64_t rows = 256;
     std::vector<float> x(static_cast<size_t>(rows * cols)), y(x.size());

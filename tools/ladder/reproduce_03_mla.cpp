@@ -1,6 +1,6 @@
 // tools/ladder/reproduce_03_mla.cpp -- `ladder reproduce 03-mla`, the exact part (mla_report.hpp).
 //
-// Seed 004's tables, recomputed from each registered rung's Cost (never typed in): KV cache bytes per
+// The MLA notes' tables (DeepSeek-V2 MLA optimisation notes), recomputed from each registered rung's Cost (never typed in): KV cache bytes per
 // token per layer (bf16) = d(Cost.bytes_read)/dL and FLOPs per cached token = d(Cost.flops)/dL at
 // B = 1; AM's per-query FLOPs and weights; the largest L whose resident bytes (Cost: weights + cache +
 // scratch) fit the A100-40G of the notes and this machine's budget; then every rung against the fp64

@@ -2,7 +2,7 @@
 //
 // Stage 04 (gate -> sort -> ragged dot -> unsort + combine). Recomputes, with ladder/moe.hpp, the
 // numbers the sources print (data/papers/04-moe.json, the single place they are written down):
-//   * Huawei A2 (seed 001): rows per expert per decode step 72 x 2 x 8 x 32 / 256 = 144 -- the formula,
+//   * Huawei A2 (the Huawei report): rows per expert per decode step 72 x 2 x 8 x 32 / 256 = 144 -- the formula,
 //     and the mean group size of the stable sort on a routed decode step of that size;
 //   * per-card inter-node volume, AllGather/ReduceScatter 3 BS h vs All2All 6 BS h at 4 nodes, top-8 --
 //     from a communication model, and counted from the ep_sharded rung's own permutations on a small
@@ -68,7 +68,7 @@ Array<Index> uniform_routing(Index T, Index k, Index E, uint64_t seed) {
 }
 
 void rows_per_expert_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
-  r.md += "### Rows per expert per decode step (Huawei A2, seed 001)\n\n";
+  r.md += "### Rows per expert per decode step (the Huawei report, A2)\n\n";
   const auto& e = paper.at("a2_rows_per_expert");
   const auto& in = e.at("inputs");
   const Index bs = in.at("batch_per_card"), mtp = in.at("tokens_per_request_with_one_mtp"), k = in.at("top_k"),
@@ -80,7 +80,7 @@ void rows_per_expert_section(Report& r, const std::map<std::string, nlohmann::js
   Index sum = 0, mx = 0, mn = T * k;
   for (Index g : p.group_sizes) sum += g, mx = std::max(mx, g), mn = std::min(mn, g);
   const double mean = double(sum) / double(E);
-  r.line(fmt::format("seed 001 ({}): {} = {}", e.at("section").get<std::string>(), e.at("printed").get<std::string>(),
+  r.line(fmt::format("Huawei report ({}): {} = {}", e.at("section").get<std::string>(), e.at("printed").get<std::string>(),
                      e.at("value").get<double>()));
   r.line(fmt::format("ours, formula BS x tokens x k x cards / E = {} x {} x {} x {} / {} = {:g}: {}", bs, mtp, k, cards, E,
                      formula, verdict(formula, e.at("value").get<double>())));
@@ -133,7 +133,7 @@ CommCount count_ep_rows(const moe::Weights<double>& w, const Mat<double>& x, Ind
 }
 
 void communication_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
-  r.md += "### Per-card inter-node volume: AllGather/ReduceScatter vs All2All (Huawei A2, seed 001)\n\n";
+  r.md += "### Per-card inter-node volume: AllGather/ReduceScatter vs All2All (the Huawei report, A2)\n\n";
   const auto& ag = paper.at("a2_allgather_inter_node");
   const auto& a2a = paper.at("a2_all2all_inter_node");
   const Index N = ag.at("inputs").at("nodes"), per_node = ag.at("inputs").at("cards_per_node"),
@@ -142,7 +142,7 @@ void communication_section(Report& r, const std::map<std::string, nlohmann::json
   // its peer on each other node). All2All sends each of the k copies of a token to its expert's card; with
   // experts spread evenly over N nodes a copy leaves the node with probability (N - 1) / N: k (N - 1) / N.
   const double model_ag = double(N - 1), model_a2a = double(k) * double(N - 1) / double(N);
-  r.line(fmt::format("seed 001 ({}): AllGather {}, All2All {} (at {} nodes of {} cards, top-{})",
+  r.line(fmt::format("Huawei report ({}): AllGather {}, All2All {} (at {} nodes of {} cards, top-{})",
                      ag.at("section").get<std::string>(), ag.at("printed").get<std::string>(),
                      a2a.at("printed").get<std::string>(), N, per_node, k));
   r.line(fmt::format("ours, model: AllGather (N - 1) BS h = {:g} BS h ({}); All2All k (N - 1) / N BS h = {:g} BS h ({}); "
@@ -176,9 +176,9 @@ void communication_section(Report& r, const std::map<std::string, nlohmann::json
   r.block(table);
   r.line("AllGather counts the rows of x each node's shards read that live on another node (the rung reads every "
          "row: dropless keeps the full token list), divided by the cards of a node; All2All counts each routed "
-         "assignment whose expert's card is on another node. The node-dedup column (ours, not in seed 001) sends a "
+         "assignment whose expert's card is on another node. The node-dedup column (ours, not in the Huawei report) sends a "
          "token to a node once however many of its experts live there. All2All depends on the load (its max card "
-         "grows under Zipf routing); AllGather does not -- seed 001's reason for preferring it on A2.");
+         "grows under Zipf routing); AllGather does not -- the Huawei report's reason for preferring it on A2.");
 }
 
 void deployment_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
@@ -186,7 +186,7 @@ void deployment_section(Report& r, const std::map<std::string, nlohmann::json>& 
   const Index E = 256;  // DeepSeek-V3 n_routed_experts (data/models)
   const auto& a2 = paper.at("a2_decode_experts_per_card");
   const Index dec = a2.at("inputs").at("decode_cards"), pre = a2.at("inputs").at("prefill_cards");
-  r.line(fmt::format("Huawei A2 (seed 001, {}): decode EP{} -> {} / {} = {} routed per card (printed {}); prefill EP{} -> "
+  r.line(fmt::format("Huawei A2 (Huawei report, {}): decode EP{} -> {} / {} = {} routed per card (printed {}); prefill EP{} -> "
                      "{} / {} = {} (printed {}); plus 1 shared expert per card",
                      a2.at("section").get<std::string>(), dec, E, dec, E / dec, a2.at("value").at("decode").get<Index>(),
                      pre, E, pre, E / pre, a2.at("value").at("prefill").get<Index>()));
@@ -219,7 +219,7 @@ void cost_section(Report& r, const std::map<std::string, nlohmann::json>& paper,
   const double routed_only = moe::fallback_cost(s0).flops / moe::routed_cost(s0, true).flops;
   r.line(fmt::format("dense fallback / routed FLOPs: {:.2f}x without the shared expert (E / k = {}), {:.2f}x with it",
                      routed_only, E / k, dense.flops / routed.flops));
-  r.line(fmt::format("JAX README (seed 002, {}): \"{}\" -- the README gives no number; the multiple above is what a "
+  r.line(fmt::format("JAX DeepSeek-R1 README ({}): \"{}\" -- the README gives no number; the multiple above is what a "
                      "lowering that runs every token through every expert pays.",
                      paper.at("jax_ragged_dot_note").at("section").get<std::string>(),
                      paper.at("jax_ragged_dot_note").at("printed").get<std::string>()));

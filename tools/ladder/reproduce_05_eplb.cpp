@@ -1,7 +1,7 @@
 // tools/ladder/reproduce_05_eplb.cpp -- `ladder reproduce 05-eplb`.
 //
 // Recomputes with ladder/eplb.hpp the numbers the EPLB sources print (data/papers/05-eplb.json): the
-// README example (exact), its global-policy variant, the code-reading seed's worked example (its
+// README example (exact), its global-policy variant, the EPLB code reading's worked example (its
 // intermediate tables and the 8 per-GPU totals), then runs DeepSeek-V3-scale placements on a seeded
 // Zipf-skewed load: imbalance before and after, a lower bound, and the measured rebalance time.
 #include <fmt/format.h>
@@ -92,20 +92,20 @@ void readme_section(Report& r, const std::map<std::string, nlohmann::json>& pape
 }
 
 void seed_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
-  r.md += "### The seed's worked example (EPLB code reading, seeds/003)\n\n";
-  r.line("seed's worked example: the README load through rebalance_experts_hierarchical, step by step");
+  r.md += "### The worked example of \"DeepSeek Expert Parallelism Load Balancer (EPLB) Code Reading\"\n\n";
+  r.line("the code reading's worked example: the README load through rebalance_experts_hierarchical, step by step");
   const Mat<double> w = readme_weight();
   eplb::HierarchicalTrace<double> t;
   const eplb::Replication rep = eplb::rebalance_experts_hierarchical(w, 16, 4, 2, 8, &t);
-  r.line(match_line("step 1 tokens_per_group", "the seed", paper.at("seed_group_loads"), t.tokens_per_group));
-  r.line(match_line("step 3 tokens_per_phy", "the seed", paper.at("seed_tokens_per_phy"), t.tokens_per_phy));
-  r.line(match_line("step 3 pphy2phy (tie-order dependent)", "the seed", paper.at("seed_pphy2phy"), t.pphy2phy));
+  r.line(match_line("step 1 tokens_per_group", "the code reading", paper.at("seed_group_loads"), t.tokens_per_group));
+  r.line(match_line("step 3 tokens_per_phy", "the code reading", paper.at("seed_tokens_per_phy"), t.tokens_per_phy));
+  r.line(match_line("step 3 pphy2phy (tie-order dependent)", "the code reading", paper.at("seed_pphy2phy"), t.pphy2phy));
   const eplb::Placement p = eplb::make_placement(rep, eplb::Policy::hierarchical, 4, 2, 8);
   const Mat<double> totals = eplb::gpu_loads(w, p).colwise().sum();
   std::string ours;
   for (Index g = 0; g < totals.cols(); ++g) ours += fmt::format("{}{:g}", g ? ", " : "", totals(0, g));
   r.line(fmt::format("per-GPU totals over both layers: [{}]", ours));
-  r.line(match_line("per-GPU totals", "the seed's printout", paper.at("seed_gpu_totals"), totals));
+  r.line(match_line("per-GPU totals", "the code reading's printout", paper.at("seed_gpu_totals"), totals));
 }
 
 // Any placement with R slots has a GPU at least as loaded as the mean and as its heaviest replica; the
@@ -167,7 +167,7 @@ void v3_section(Report& r, const std::map<std::string, nlohmann::json>& paper, b
                      "static layout (expert e on GPU e * GPUs / experts, no replicas); bound = no placement with these "
                      "slots can do better (mean, or the heaviest replica under replicate_experts' optimal counts)."));
   r.line(fmt::format("V3 prefill rebalance (58 x 256 -> 288, 4 nodes, 32 GPUs, s = 1.0): median {:.3f} ms over {} runs "
-                     "with {} OpenMP threads; target < {:g} ms (issue 7): {}. Timings vary run to run on shared "
+                     "with {} OpenMP threads; target < {:g} ms (the target we set): {}. Timings vary run to run on shared "
                      "machines.",
                      prefill_ms, reps, omp_get_max_threads(), target_ms, prefill_ms < target_ms ? "met" : "NOT met"));
 }
