@@ -64,6 +64,22 @@ if(TARGET ladder-ep-moe)
     set_tests_properties(mpi.ep_moe.${variant}.eplb PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
                          PASS_REGULAR_EXPRESSION "EPLB, 4 redundant slots.*: PASS")
   endforeach()
+  # Four nodes of two cards (the Huawei report's topology, scaled down), top-8 of 32 experts: the inter-node
+  # dispatch rows counted at the MPI calls equal the routing's count (a2a) and exactly (N - 1) BS for the
+  # hierarchical AllGather; the gather's node order planted one node off must fail.
+  foreach(variant a2a ag-rs)
+    add_test(NAME mpi.ep_moe.${variant}.nodes4 COMMAND ${run} -np 8 ${exe} --variant ${variant} --experts 32 --topk 8
+             --nodes 4)
+    set_tests_properties(mpi.ep_moe.${variant}.nodes4 PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                         TIMEOUT 600 PASS_REGULAR_EXPRESSION "inter-node dispatch rows per card.*: PASS")
+  endforeach()
+  add_test(NAME mpi.ep_moe.ag-rs.planted_node_order COMMAND ${run} -np 8 ${exe} --variant ag-rs --experts 32 --topk 8
+           --nodes 4 --test-plant-node-order)
+  set_tests_properties(mpi.ep_moe.ag-rs.planted_node_order PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "OUTSIDE TOLERANCE.*: FAIL")
+  add_test(NAME mpi.ep_moe.nodes_not_divisor COMMAND ${run} -np 4 ${exe} --nodes 3)
+  set_tests_properties(mpi.ep_moe.nodes_not_divisor PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "error: .*--nodes = 3 violates a divisor")
   add_test(NAME mpi.ep_moe.experts_not_divisible COMMAND ${run} -np 3 ${exe})
   set_tests_properties(mpi.ep_moe.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")

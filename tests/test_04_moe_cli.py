@@ -136,5 +136,20 @@ with tempfile.TemporaryDirectory() as tmp:
         print(p.stdout, p.stderr, [w for w in wanted if w not in p.stdout])
         failures += 1
 
+    # The volumes counted at the MPI calls (ladder-ep-moe under mpirun, built beside ladder in this build):
+    # the hierarchical AllGather exactly 3 BS on every card, every layer run passing, never "NOT RUN".
+    if os.path.exists(j(os.path.dirname(LADDER), "ladder-ep-moe")):
+        import re
+        rows = re.findall(r"^(ag-rs|a2a)\s+(balanced|zipf)\s+([0-9.]+) BS\s+([0-9.]+) BS\s+(PASS|FAIL)$", p.stdout, re.M)
+        ok = (len(rows) == 4 and all(r[4] == "PASS" for r in rows)
+              and all(r[2] == r[3] == "3.000" for r in rows if r[0] == "ag-rs")
+              and all(5.0 <= float(r[2]) <= 7.0 for r in rows if r[0] == "a2a") and "NOT RUN" not in p.stdout)
+        print(f"{'ok  ' if ok else 'FAIL'} reproduce 04-moe: inter-node rows counted at the MPI calls (ag-rs 3 BS, a2a ~6 BS)")
+        if not ok:
+            print(rows, p.stdout[-3000:])
+            failures += 1
+    else:
+        print("note: ladder-ep-moe not built beside ladder (no MPI in this build): the MPI-counted table is not checked")
+
 print(f"{failures} failure(s)")
 sys.exit(1 if failures else 0)

@@ -1,7 +1,7 @@
 // mpi/src/ep_moe.cpp -- ladder-ep-moe: one MoE layer (stage 04) with expert parallelism across MPI ranks
 // (the second MPI program beside ladder-kv-migrate), checked against the same layer in one process.
 //
-//   mpirun -np P ladder-ep-moe [--variant a2a|ag-rs] [--tokens 64] [--experts 8] [--zipf]
+//   mpirun -np P ladder-ep-moe [--variant a2a|ag-rs] [--tokens 64] [--experts 8] [--topk 2] [--zipf] [--nodes N]
 //
 // Rank r holds experts [r E/P, (r+1) E/P) and is the home of tokens [r T/P, (r+1) T/P). Every rank runs
 // the gate on its own tokens (stage 04's V3 gate), then:
@@ -12,6 +12,12 @@
 //   ag-rs  the Huawei report's alternative: MPI_Allgather of every token row and routing, each rank
 //          computes the weighted sum of its own experts' outputs for every token, and MPI_Reduce_scatter
 //          sums the partial outputs onto the home ranks.
+// --nodes N: the P ranks stand for N nodes of P/N cards (rank r on node r / (P/N)). ag-rs then gathers
+// hierarchically, as the Huawei report does: an MPI_Allgather among the cards with the same index on
+// every node (the only inter-node step: each card receives the (N - 1) BS rows of its peers), then one
+// inside the node. Every run prints the dispatch rows each card received from other nodes, counted at
+// the MPI calls, in units of BS (tokens per card), beside the model: (N - 1) for the hierarchical
+// AllGather, k (N - 1) / N in expectation for All2All (`ladder reproduce 04-moe` runs both).
 // --eplb-redundant R: stage 05's balancer places E + R expert slots on the P ranks from this batch's
 // expert loads (its global policy, eplb.py's rebalance_experts); an assignment to a replicated expert
 // goes to replica (token id mod replicas), round-robin by token as DeepSeek's dispatch does. The run
@@ -49,6 +55,8 @@ struct Options {
   Config cfg;
   bool zipf = false;
   bool plant_swap_weights = false;
+  bool plant_node_order = false;  // test: the hierarchical gather places each node's block one node off (must fail)
+  Index nodes = 1;      // ranks grouped into this many nodes (inter-node rows counted; ag-rs gathers hierarchically)
   Index redundant = 0;  // EPLB: extra expert slots (stage 05 places E + redundant replicas on the ranks)  // test: each output weighted by the token's other top-k weight (must fail)
   uint64_t seed = 1202;
 };
@@ -76,8 +84,10 @@ Options parse(int argc, char** argv) {
     else if (a == "--topk") o.cfg.top_k = parse_int(value(), "--topk");
     else if (a == "--hidden") o.cfg.hidden = parse_int(value(), "--hidden");
     else if (a == "--zipf") o.zipf = true;
+    else if (a == "--nodes") o.nodes = parse_int(value(), "--nodes");
     else if (a == "--eplb-redundant") o.redundant = parse_int(value(), "--eplb-redundant");
     else if (a == "--test-plant-swap-weights") o.plant_swap_weights = true;
+    else if (a == "--test-plant-node-order") o.plant_node_order = true;
     else throw Error(fmt::format("ep-moe: unknown argument '{}' (see the header of mpi/src/ep_moe.cpp)", a));
   }
   require(o.variant == "a2a" || o.variant == "ag-rs", "ep-moe: --variant '{}' violates a2a or ag-rs", o.variant);
@@ -109,7 +119,12 @@ int run(const Options& o, int rank, int P) {
   require(T % P == 0 && T >= P, "ep-moe: --tokens = {} violates a positive multiple of the rank count {}", T, P);
   require((E + o.redundant) % P == 0, "ep-moe: --experts + --eplb-redundant = {} violates a multiple of the rank "
           "count {} (every rank holds the same number of slots)", E + o.redundant, P);
+  require(o.nodes >= 1 && P % o.nodes == 0, "ep-moe: --nodes = {} violates a divisor of the rank count {} (every node "
+          "holds the same number of cards)", o.nodes, P);
   const Index S = (E + o.redundant) / P, Tp = T / P, t0 = rank * Tp;
+  const int C = static_cast<int>(P / o.nodes);  // cards per node
+  auto node_of = [C](int q) { return q / C; };
+  int64_t inter_rows = 0;  // dispatch rows this rank received from ranks on other nodes, counted at the calls
   const Layer l = make_layer(o);
   const Mat<double> xh = l.x.middleRows(t0, Tp);
   const Routing<double> r = gate(l.w, xh);  // home tokens only
@@ -183,8 +198,10 @@ int run(const Options& o, int rank, int P) {
                   MPI_INT64_T, MPI_COMM_WORLD);
     MPI_Alltoallv(srows.data(), scaled(scount).data(), scaled(sdispl).data(), MPI_DOUBLE, rrows.data(),
                   scaled(rcount).data(), scaled(rdispl).data(), MPI_DOUBLE, MPI_COMM_WORLD);
-    for (int p = 0; p < P; ++p)
+    for (int p = 0; p < P; ++p) {
       if (p != rank) sent_bytes += int64_t{scount[static_cast<size_t>(p)]} * D * 8;
+      if (node_of(p) != node_of(rank)) inter_rows += rcount[static_cast<size_t>(p)];
+    }
     // The rank's experts: sort what arrived by local expert, grouped products, back in arrival order.
     std::vector<Index> keys(static_cast<size_t>(nrecv));
     for (int i = 0; i < nrecv; ++i) keys[static_cast<size_t>(i)] = rexp[static_cast<size_t>(i)] - rank * S;
@@ -212,15 +229,44 @@ int run(const Options& o, int rank, int P) {
     // AllGather every token row and its routing; each rank computes its experts' weighted outputs for all
     // tokens; ReduceScatter sums the partials onto the home ranks.
     Mat<double> xall(T, D);
-    MPI_Allgather(xh.data(), static_cast<int>(Tp * D), MPI_DOUBLE, xall.data(), static_cast<int>(Tp * D), MPI_DOUBLE,
-                  MPI_COMM_WORLD);
+    if (o.nodes == 1) {
+      MPI_Allgather(xh.data(), static_cast<int>(Tp * D), MPI_DOUBLE, xall.data(), static_cast<int>(Tp * D), MPI_DOUBLE,
+                    MPI_COMM_WORLD);
+    } else {
+      // Hierarchical: across nodes among the cards with the same local index, then inside the node.
+      const int N = static_cast<int>(o.nodes), local = rank % C;
+      MPI_Comm across = MPI_COMM_NULL, inside = MPI_COMM_NULL;
+      MPI_Comm_split(MPI_COMM_WORLD, local, node_of(rank), &across);  // its rank there = the node
+      MPI_Comm_split(MPI_COMM_WORLD, node_of(rank), local, &inside);   // its rank there = the local index
+      std::vector<double> peers(static_cast<size_t>(N * Tp * D));     // [node][Tp][D] of local index `local`
+      MPI_Allgather(xh.data(), static_cast<int>(Tp * D), MPI_DOUBLE, peers.data(), static_cast<int>(Tp * D), MPI_DOUBLE,
+                    across);
+      int across_size = 0, across_rank = 0;
+      MPI_Comm_size(across, &across_size);
+      MPI_Comm_rank(across, &across_rank);
+      for (int m = 0; m < across_size; ++m)  // the across step's receive count from each other node's card
+        if (m != across_rank) inter_rows += int64_t{Tp * D} / D;
+      std::vector<double> all(static_cast<size_t>(T * D));           // [local][node][Tp][D]
+      MPI_Allgather(peers.data(), static_cast<int>(N * Tp * D), MPI_DOUBLE, all.data(), static_cast<int>(N * Tp * D),
+                    MPI_DOUBLE, inside);
+      MPI_Comm_free(&across);
+      MPI_Comm_free(&inside);
+      for (int l2 = 0; l2 < C; ++l2)
+        for (int n = 0; n < N; ++n)  // rank n C + l2's block -> its tokens' rows
+          std::copy_n(all.data() + (static_cast<size_t>(l2) * N + static_cast<size_t>(n)) * static_cast<size_t>(Tp * D),
+                      Tp * D, xall.data() + static_cast<size_t>(((o.plant_node_order ? n + 1 : n) % N) * C + l2) *
+                                                static_cast<size_t>(Tp * D));
+    }
     std::vector<int64_t> idx(static_cast<size_t>(T * k));
     std::vector<double> wts(static_cast<size_t>(T * k));
     MPI_Allgather(r.topk_idx.data.data(), static_cast<int>(Tp * k), MPI_INT64_T, idx.data(), static_cast<int>(Tp * k),
                   MPI_INT64_T, MPI_COMM_WORLD);
     MPI_Allgather(r.topk_weight.data.data(), static_cast<int>(Tp * k), MPI_DOUBLE, wts.data(), static_cast<int>(Tp * k),
                   MPI_DOUBLE, MPI_COMM_WORLD);
-    sent_bytes += int64_t{P - 1} * Tp * D * 8;  // this rank's block goes to every other rank
+    // This rank's block reaches every other rank once: flat, to P - 1 ranks; hierarchical, to N - 1 peers
+    // across and then N blocks to C - 1 cards inside: (N - 1) + N (C - 1) = P - 1 blocks either way.
+    sent_bytes += int64_t{P - 1} * Tp * D * 8;
+    if (o.nodes == 1) inter_rows = 0;  // one node: nothing crosses
     std::vector<Index> keys(static_cast<size_t>(T * k));
     for (Index a = 0; a < T * k; ++a) {
       const Index sl = slot_of(a / k, idx[static_cast<size_t>(a)]);
@@ -264,7 +310,12 @@ int run(const Options& o, int rank, int P) {
   };
   // The byte count from the routing alone (the communication model): a2a sends each assignment whose
   // expert is on another rank once out and once back; ag-rs moves (P - 1) T/P rows per rank each way.
+  int64_t model_inter = 0;  // the same inter-node rows from the routing alone
   if (o.variant == "a2a") {
+    for (Index a = 0; a < T * k; ++a) {
+      const int home2 = static_cast<int>((a / k) / Tp), dst2 = rank_of(slot_of(a / k, rall.topk_idx.data[static_cast<size_t>(a)]));
+      if (dst2 == rank && node_of(home2) != node_of(rank)) ++model_inter;
+    }
     for (Index a = 0; a < T * k; ++a) {
       const int home = static_cast<int>((a / k) / Tp), dst = rank_of(slot_of(a / k, rall.topk_idx.data[static_cast<size_t>(a)]));
       if (home != dst && home == rank) model_bytes += D * 8;  // dispatch out
@@ -272,6 +323,7 @@ int run(const Options& o, int rank, int P) {
     }
   } else {
     model_bytes = 2 * int64_t{P - 1} * Tp * D * 8;
+    model_inter = int64_t{o.nodes - 1} * Tp;
   }
   const Mat<double> want = ref.y.middleRows(t0, Tp);
   double max_err = 0, scale = 0;
@@ -283,11 +335,13 @@ int run(const Options& o, int rank, int P) {
   // Tolerance: the fp64 layer summed in another order (ag-rs: the reduce-scatter adds the ranks' partials)
   // is within a few ulp of the output's scale per term; 64 eps * scale * (k + 1) is far below any bug.
   const bool within = max_err <= 64 * 0x1p-52 * scale * double(k + 1);
-  const bool ok = routing_same && groups_same && within && sent_bytes == model_bytes;
+  const bool ok = routing_same && groups_same && within && sent_bytes == model_bytes && inter_rows == model_inter;
   int all_ok = ok ? 1 : 0, sum_ok = 0;
   MPI_Allreduce(&all_ok, &sum_ok, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   std::vector<int64_t> bytes(static_cast<size_t>(P));
   MPI_Gather(&sent_bytes, 1, MPI_INT64_T, bytes.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  std::vector<int64_t> inter(static_cast<size_t>(P));
+  MPI_Gather(&inter_rows, 1, MPI_INT64_T, inter.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
   fmt::print("ep-moe rank {}: routing {}, group sizes {}, output {} (max abs err {:.3e}, scale {:.3e}), sent {} bytes "
              "(model {}: {})\n", rank, routing_same ? "exact" : "DIFFERENT", groups_same ? "exact" : "DIFFERENT",
              bitwise ? "bit-identical" : (within ? "within tolerance" : "OUTSIDE TOLERANCE"), max_err, scale,
@@ -298,6 +352,16 @@ int run(const Options& o, int rank, int P) {
     fmt::print("ep-moe rows per rank: {} (max/mean {:.3f}); plain E/P sharding: {} (max/mean {:.3f}){}\n",
                fmt::join(rows, " "), imbalance(rows), fmt::join(plain, " "), imbalance(plain),
                o.redundant ? fmt::format(" [EPLB, {} redundant slots]", o.redundant) : std::string());
+    if (o.nodes > 1) {
+      int64_t mx = 0, sum = 0;
+      for (int64_t v : inter) mx = std::max(mx, v), sum += v;
+      const double model = o.variant == "a2a" ? double(k) * double(o.nodes - 1) / double(o.nodes) : double(o.nodes - 1);
+      fmt::print("ep-moe inter-node dispatch rows per card, counted at the MPI calls ({} nodes of {} cards, BS = {}): "
+                 "mean {:.3f} BS, max {:.3f} BS (model: {} {:.3f} BS{})\n",
+                 o.nodes, C, Tp, double(sum) / double(P) / double(Tp), double(mx) / double(Tp),
+                 o.variant == "a2a" ? "All2All k (N - 1) / N =" : "hierarchical AllGather N - 1 =", model,
+                 o.variant == "a2a" ? ", in expectation over uniform routing" : ", exactly");
+    }
     fmt::print("ep-moe {} on {} ranks, T = {}, E = {}, k = {}, D = {}: {}\n", o.variant, P, T, E, k, D,
                sum_ok == P ? "PASS" : "FAIL");
   }
