@@ -10,6 +10,9 @@ if(NOT LADDER_TSAN AND NOT LADDER_LAB AND CMAKE_BINARY_DIR STREQUAL "${LADDER_RO
       add_test(NAME notebook.${name} COMMAND ${LADDER_ROOT}/scripts/run-notebook ${nb})
       set_tests_properties(notebook.${name} PROPERTIES LABELS notebook)
     endforeach()
+    add_test(NAME notebook.outputs_stored COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_notebook_outputs.py
+             ${LADDER_NOTEBOOKS})
+    set_tests_properties(notebook.outputs_stored PROPERTIES LABELS notebook)
     add_test(NAME notebook.runner_selftest COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_run_notebook.py)
     set_tests_properties(notebook.runner_selftest PROPERTIES LABELS notebook)
   elseif(LADDER_REQUIRE_ALL_TESTS)
