@@ -30,6 +30,13 @@ if(TARGET ladder-kv-migrate)
   add_test(NAME mpi.kv_migrate.too_little_capacity COMMAND ${run} -np 2 ${exe} --decode-blocks 20)
   set_tests_properties(mpi.kv_migrate.too_little_capacity PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 0: error: .*--decode-blocks = 20 violates")
+  # The measured migration rate fed back into stage 06's simulator ("kv_transfer": {"measured": FILE}).
+  if(TARGET ladder)
+    add_test(NAME mpi.kv_migrate.link_to_simulator COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_kv_link.py
+             ${LADDER_MPIRUN} ${exe} $<TARGET_FILE:ladder> ${LADDER_ROOT}/data/disagg/distserve-fig1.json)
+    set_tests_properties(mpi.kv_migrate.link_to_simulator PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                         TIMEOUT 600)
+  endif()
 elseif(LADDER_REQUIRE_ALL_TESTS AND NOT LADDER_TSAN AND NOT LADDER_LAB AND NOT LADDER_GPU)
   message(FATAL_ERROR "Open MPI not found: the multi-process tests cannot be built. Debian's libopenmpi-dev and "
                       "openmpi-bin (scripts/setup installs them); or configure with -DLADDER_REQUIRE_ALL_TESTS=OFF.")

@@ -2,7 +2,12 @@
 // over MPI, then N decode steps with flash_mla, checked bit for bit against the
 // same pipeline in one process (ladder/mpi/kv_pipeline.hpp).
 //
-//   mpirun -np 3 ladder-kv-migrate [--prompts 1,63,64,65,1000] [--steps 4] [--decode-blocks 64]
+//   mpirun -np 3 ladder-kv-migrate [--prompts 1,63,64,65,1000] [--steps 4] [--decode-blocks 64] [--write-link F]
+//
+// --write-link FILE: the decode rank fits time = latency + bytes / rate over the prompts' migrations
+// (least squares, one point per prompt) and writes {"link_GBps", "latency_ms", ...} to FILE as JSON;
+// the simulator reads it with "kv_transfer": {"measured": "FILE"} (stage 06's KV-transfer model fed the
+// rate measured here).
 //
 // Ranks 0 .. P-1 are prefill instances (prompt b goes to rank b mod P), rank P is the decode instance.
 // Transport: two-sided request/response (MPI_Send / MPI_Irecv), PULL-based as in DistServe: a prefill
@@ -27,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ladder/mpi/kv_pipeline.hpp"
 
 namespace {
@@ -43,6 +50,7 @@ struct Options {
   int64_t die_after_blocks = -1;   // test: prefill rank 0 stops answering after sending this many blocks
   int skew_rank = -1;              // test: this rank is given a different configuration (seed + 1)
   bool plant_ignore_order = false; // test: the decode rank ignores the order it asked for (must fail)
+  std::string write_link;          // the fitted link model goes to this JSON file (decode rank)
 };
 
 std::vector<int64_t> parse_list(const std::string& s, const char* what) {
@@ -83,6 +91,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--test-die-after-blocks") o.die_after_blocks = parse_int(value(), "--test-die-after-blocks");
     else if (a == "--test-skew-rank") o.skew_rank = static_cast<int>(parse_int(value(), "--test-skew-rank"));
     else if (a == "--test-plant-ignore-order") o.plant_ignore_order = true;
+    else if (a == "--write-link") o.write_link = value();
     else throw Error(fmt::format("kv-migrate: unknown argument '{}' (see the header of mpi/src/kv_migrate.cpp)", a));
   }
   require(o.timeout_s >= 1, "kv-migrate: --timeout = {} violates >= 1 second", o.timeout_s);
@@ -183,6 +192,7 @@ int decode_rank(const Options& o, int prefill_ranks) {
   Rng order_rng(c.seed + 4242);
   double migrate_s = 0;
   int64_t migrated_bytes = 0;
+  std::vector<std::pair<double, double>> per_prompt;  // (bytes, seconds) of each prompt's migration
   std::vector<int64_t> msg(static_cast<size_t>(2 + c.max_blocks()));
   for (int64_t admitted = 0; admitted < c.prompts(); ++admitted) {
     int64_t announce[3];
@@ -241,8 +251,10 @@ int decode_rank(const Options& o, int prefill_ranks) {
                               "within {:.0f} s; the prompt is not admitted and nothing is decoded",
                               received + 1, n, b, received, peer, o.timeout_s));
     }
-    migrate_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    migrate_s += took;
     migrated_bytes += n * d.pool.block_floats() * static_cast<int64_t>(sizeof(float));
+    per_prompt.emplace_back(double(n * d.pool.block_floats() * static_cast<int64_t>(sizeof(float))), took);
     d.lens[static_cast<size_t>(b)] = L;  // admitted: every block arrived
     const int64_t done[2] = {b, 0};
     MPI_Send(done, 2, MPI_INT64_T, peer, kDone, MPI_COMM_WORLD);
@@ -278,6 +290,34 @@ int decode_rank(const Options& o, int prefill_ranks) {
   fmt::print("  decode {} steps: {:.3f} ms; migration / (migration + decode) = {:.1f}%\n", c.decode_steps,
              decode_s * 1e3, 100 * migrate_s / (migrate_s + decode_s));
   fmt::print("  decode output vs one process: {}\n", same ? "BIT-IDENTICAL" : "DIFFERENT (FAIL)");
+  if (!o.write_link.empty()) {
+    // Least squares t = a + b * bytes over the prompts; a < 0 (noise) is clamped to 0 and the rate refitted
+    // through the origin; one prompt size or b <= 0 falls back to the mean rate with no latency.
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (const auto& [x, y] : per_prompt) n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+    const double den = n * sxx - sx * sx;
+    double b = den > 0 ? (n * sxy - sx * sy) / den : 0, a = n > 0 ? (sy - b * sx) / n : 0;
+    if (a < 0 || b <= 0) a = 0, b = sxx > 0 ? sxy / sxx : 0;
+    if (b <= 0) b = migrate_s / double(migrated_bytes);
+    nlohmann::json j = {{"about", "KV-cache migration measured by ladder-kv-migrate over MPI on one machine: "
+                                  "time = latency + bytes / rate, least squares over the prompts"},
+                        {"link_GBps", 1.0 / b / 1e9},
+                        {"latency_ms", a * 1e3},
+                        {"prompts", c.prompt_lens},
+                        {"block_size", c.block_size},
+                        {"migrated_bytes", migrated_bytes},
+                        {"migrate_ms", migrate_s * 1e3},
+                        {"memcpy_GBps", memcpy_s > 0 ? double(migrated_bytes) / memcpy_s / 1e9 : 0.0},
+                        {"prefill_ranks", prefill_ranks}};
+    std::FILE* f = std::fopen(o.write_link.c_str(), "w");
+    require(f != nullptr, "kv-migrate: --write-link '{}' violates a writable file path", o.write_link);
+    const std::string text = j.dump(2) + "\n";
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    std::fclose(f);
+    require(ok, "kv-migrate: --write-link '{}': write failed", o.write_link);
+    fmt::print("  link model written to {}: {:.3f} GB/s, latency {:.3f} ms (use: \"kv_transfer\": {{\"measured\": "
+               "\"{}\"}})\n", o.write_link, 1.0 / b / 1e9, a * 1e3, o.write_link);
+  }
   return same ? 0 : 1;
 }
 

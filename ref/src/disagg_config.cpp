@@ -1,4 +1,5 @@
 // ref/src/disagg_config.cpp -- stage 06: configs and data files (ladder/disagg/config.hpp).
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -180,8 +181,27 @@ SimSetup parse_sim_config(const json& j, const std::string& name, const fs::path
           "config: placements must be a non-empty list");
   const json wk = j.value("workers", json::object());
   check_keys(wk, "workers", {"prefill_token_budget", "decode_max_batch", "kv_capacity_tokens", "block_tokens"});
-  const json kv = j.value("kv_transfer", json::object());
-  check_keys(kv, "kv_transfer", {"link_GBps", "latency_ms", "bytes_per_token"});
+  json kv = j.value("kv_transfer", json::object());
+  check_keys(kv, "kv_transfer", {"link_GBps", "latency_ms", "bytes_per_token", "measured"});
+  if (kv.contains("measured")) {
+    // A link measured by ladder-kv-migrate --write-link: its rate and latency replace the typed-in ones.
+    require(kv.at("measured").is_string(), "config: kv_transfer.measured = {} must be a file path (JSON written by "
+            "ladder-kv-migrate --write-link)", kv.at("measured").dump());
+    require(!kv.contains("link_GBps") && !kv.contains("latency_ms"),
+            "config: kv_transfer.measured excludes link_GBps and latency_ms (the file gives both)");
+    const fs::path mp = resolve(kv.at("measured").get<std::string>(), base, data_root, "disagg");
+    require(fs::exists(mp), "config: kv_transfer.measured = '{}' violates an existing file", mp.string());
+    const json m = read_json(mp);
+    for (const char* key : {"link_GBps", "latency_ms"})
+      require(m.contains(key) && m.at(key).is_number() && m.at(key).get<double>() >= 0 &&
+                  std::isfinite(m.at(key).get<double>()),
+              "config: kv_transfer.measured file '{}': {} violates a finite number >= 0", mp.string(), key);
+    require(m.at("link_GBps").get<double>() > 0, "config: kv_transfer.measured file '{}': link_GBps violates > 0",
+            mp.string());
+    kv["link_GBps"] = m.at("link_GBps");
+    kv["latency_ms"] = m.at("latency_ms");
+    kv.erase("measured");
+  }
   s.kv_bytes_per_token = num_or(kv, "bytes_per_token", "kv_transfer", model.kv_bytes_per_token());
   for (size_t i = 0; i < j.at("placements").size(); ++i) {
     const json& p = j.at("placements")[i];
