@@ -53,7 +53,7 @@ TEST_CASE("data/ files hold the numbers presets.hpp uses (no drift between the t
     CHECK(f.top_k == m.top_k);
     CHECK(f.kv_bytes_per_token() == m.kv_bytes_per_token());
   }
-  CHECK(deepseek_v3().kv_bytes_per_token() == 70272);  // seed 001: (512 + 64) x 61 x 2
+  CHECK(deepseek_v3().kv_bytes_per_token() == 70272);  // the Huawei report: (512 + 64) x 61 x 2
   CHECK(opt_13b().kv_bytes_per_token() == 819200);
   // deepseek-v2-moe.json repeats stage 03's MLA dimensions: they must agree with deepseek-v2.json.
   const ModelSpec v2 = load_model(kData / "models" / "deepseek-v2-moe.json");

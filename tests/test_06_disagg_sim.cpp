@@ -1,5 +1,5 @@
 // tests/test_06_disagg_sim.cpp -- stage 06 event simulator: invariants on every golden setup and on
-// random ones, determinism, the planted bugs the issue names (each caught), and M/D/1.
+// random ones, determinism, the planted bugs (KV transfer dropped, decode admitting past capacity; each caught), and M/D/1.
 #include <doctest/doctest.h>
 
 #include "ladder/disagg.hpp"

@@ -169,7 +169,7 @@ std::vector<Identity> identities() {
                "nodes", "168e9 / 86400 / 14.8e3"});
   v.push_back({"DeepSeek day-6 nodes in all (their reported average occupancy: 226.75)", pre + dec, 226.75, 0.5, "nodes",
                "prefill + decode"});
-  // Seed 002's table: (batch, context, tok/s, printed HBM utilisation %).
+  // The JAX DeepSeek-R1 README's table: (batch, context, tok/s, printed HBM utilisation %).
   const double jax[10][4] = {{1, 32, 75.8, 113},   {1, 512, 75.9, 113},  {1, 4096, 73.8, 110}, {1, 8192, 71.0, 106},
                              {8, 32, 50.5, 75.2},  {8, 512, 48.0, 71.4}, {8, 4096, 42.1, 62.6}, {8, 8192, 35.6, 52.9},
                              {128, 32, 19.6, 29.1}, {128, 512, 17.4, 25.8}};

@@ -50,12 +50,12 @@ std::string reproduce_06_disagg(const ReproduceContext& ctx) {
                        i < 2 ? paper[i] : "-"));
   }
   o.line("");
-  o.line(fmt::format("ratio 2P1D / colocated per GPU: ours {:.2f}x, paper 3.3 / 1.6 = {:.2f}x (facts file: a small "
-                     "re-implementation with these coefficients gets 3.44 vs 6.62 for 1P1D, 1.9x).",
+  o.line(fmt::format("ratio 2P1D / colocated per GPU: ours {:.2f}x, paper 3.3 / 1.6 = {:.2f}x (a small re-implementation of "
+                     "DistServe's simulator with the same fitted coefficients gets 3.44 vs 6.62 for 1P1D, 1.9x).",
                      g[1].per_gpu / g[0].per_gpu, 3.3 / 1.6));
   o.line("Our absolute rates are higher than the figure's, we believe because the fitted step form alone is faster "
          "than the system measured in the figure (simdistserve adds per-step overheads we leave out; the figure ran a "
-         "real serving system); our ratio is smaller than theirs and close to the facts file's re-implementation.");
+         "real serving system); our ratio is smaller than theirs and close to that re-implementation's.");
   std::vector<disagg06::Curve> curves;
   const double hi = 1.5 * g[1].upper / static_cast<double>(s.placements[1].cluster.gpus());  // per GPU
   for (const Placement& p : s.placements) {
@@ -121,7 +121,7 @@ std::string reproduce_06_disagg(const ReproduceContext& ctx) {
   o.line("plots: " + png);
   o.line("");
 
-  // 5. The deployment (issue 21): memory, KV argument, MTP, overlap; each table prints as computed.
+  // 5. The deployment (chapter 06 sections 9-14): memory, KV argument, MTP, overlap; each table prints as computed.
   for (const std::string& t : {deploy06::memory_figures_table(), deploy06::kv_tp_vs_dp_table(),
                                deploy06::mtp_table(ctx.quick), deploy06::overlap_table(),
                                deploy06::balance_table(ctx.quick)}) {

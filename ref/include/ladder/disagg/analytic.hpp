@@ -2,7 +2,7 @@
 //
 //   06 disagg   step-time model -> event simulator -> KV-cache migration   (checks beside the rungs)
 //
-// M/D/1 (notes 000 Sec. 2; DistServe Sec. 3.1): one prefill worker, Poisson arrivals at rate R, every
+// M/D/1 (the lecture notes Sec. 2; DistServe Sec. 3.1): one prefill worker, Poisson arrivals at rate R, every
 // request served alone in D seconds: mean TTFT = D + R D^2 / (2 (1 - R D))  (Pollaczek-Khinchine with
 // zero service variance), valid for utilisation R D < 1.
 // The deployment identities are arithmetic on the reports' own numbers; `ladder reproduce 06-disagg`
@@ -19,7 +19,7 @@ inline double md1_mean_ttft(double rate, double service) {
   return service + rate * service * service / (2 * (1 - rate * service));
 }
 
-// Huawei A2 decode (seed 001 Sec. 7.1): per-card concurrency 72, one MTP draft token accepted with
+// Huawei A2 decode (the Huawei report Sec. 7.1): per-card concurrency 72, one MTP draft token accepted with
 // probability p: each step emits 1 + p tokens per request. tokens/s/card = 72 (1 + p) / T_step;
 // TPOT = T_step / (1 + p).
 inline double mtp_tokens_per_s(double concurrency, double accept, double step_s) {
@@ -27,7 +27,7 @@ inline double mtp_tokens_per_s(double concurrency, double accept, double step_s)
 }
 inline double mtp_tpot_s(double accept, double step_s) { return step_s / (1 + accept); }
 
-// Huawei A2 prefill (seed 001 Sec. 7.1.2): 16384 tokens in 0.631 s on 16 cards.
+// Huawei A2 prefill (the Huawei report Sec. 7.1.2): 16384 tokens in 0.631 s on 16 cards.
 inline double prefill_tokens_per_s_per_card(double tokens, double seconds, double cards) {
   return tokens / seconds / cards;
 }
@@ -42,7 +42,7 @@ inline double nodes_needed(double tokens_per_day, double tokens_per_s_per_node) 
   return tokens_per_day / 86400.0 / tokens_per_s_per_node;
 }
 
-// JAX deepseek-r1 on v5e-64 (seed 002): HBM utilisation = bytes per token x tok/s / (chips x GB/s).
+// JAX deepseek-r1 on v5e-64 (the JAX DeepSeek-R1 README): HBM utilisation = bytes per token x tok/s / (chips x GB/s).
 inline double hbm_utilisation(double bytes_per_token_GB, double tok_s, double chips, double chip_GBps) {
   return bytes_per_token_GB * tok_s / (chips * chip_GBps);
 }

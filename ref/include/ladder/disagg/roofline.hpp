@@ -9,11 +9,11 @@
 //                                                  one query row over ctx keys for decode)
 //   MLA decode attention                           stage 03: mla::step_cost (A_CC_ME, weights absorbed)
 //   MLA prefill attention                          our formula: 2 H pairs (qk_head + v_head) flops
-//   MoE (routed + shared experts)                  our formula (stage 04 is not built yet): top_k experts
+//   MoE (routed + shared experts)                  our formula: top_k experts
 //                                                  per token; weights of the distinct experts a step
 //                                                  touches, E (1 - (1 - k/E)^T) under uniform routing
 // A worker of `gpus` devices is modelled as one device with gpus x the FLOP/s and bandwidth (perfect
-// tensor parallelism, no communication): issue 21 replaces this by per-module layouts.
+// tensor parallelism, no communication); the per-module layouts of ladder/deploy (`ladder plan`) are computed beside it.
 // Per-request prefill Cost is quadratic in l and decode Cost linear in ctx, so we evaluate the
 // stages' Cost at l = 1, 2, 3 (ctx = 0, 1) and keep the coefficients; a batch is then one sum.
 #pragma once

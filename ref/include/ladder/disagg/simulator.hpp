@@ -2,7 +2,7 @@
 //
 //   06 disagg   step-time model -> [event simulator] -> KV-cache migration
 //
-// Workers (notes 000 Sec. 1-2; DistServe Sec. 2-4, simdistserve):
+// Workers (the lecture notes Sec. 1-2; DistServe Sec. 2-4, simdistserve):
 //   prefill    FCFS; a batch takes queued requests while their new tokens fit the token budget (a
 //              longer request runs alone); all of a batch's first tokens appear when it ends (TTFT).
 //   decode     continuous batching: each step feeds one token of every running request; between

@@ -4,7 +4,7 @@
 //
 // One interface for every model: a batch description in, milliseconds out. The simulator only ever
 // sees BatchStats, so a fitted formula, a roofline built from the stages' Cost, and a table a user
-// measured are interchangeable (and so is whatever issue 21's layouts add: a StepModel per layout).
+// measured are interchangeable (a per-layout model would be one more StepModel).
 //   prefill batch: n requests of new lengths l_i   -> sum_tokens = sum l_i, sum_sq = sum l_i^2
 //   decode batch:  B requests at context ctx_i     -> sum_tokens = sum ctx_i (tokens the step attends to)
 // ctx_i = input_i + tokens generated so far (the token this step feeds is the last one generated).
@@ -39,7 +39,7 @@ class StepModel {
 // DistServe's fitted form (OSDI'24, simdistserve): prefill a + b sum(l) + c sum(l^2);
 // decode a + b sum(ctx) + c B. Coefficients in ms; data/disagg/distserve-opt-13b-a100.json holds the
 // published OPT-13B TP1 A100 ones with their source. Their simulator adds a per-step overhead; ours
-// does not (the facts file: "+2 + 1e-4 sum(ctx)"), so ours is the fitted form alone.
+// does not (simdistserve's decode adds "+2 + 1e-4 sum(ctx)" ms), so ours is the fitted form alone.
 struct DistServeCoefficients {
   double prefill[3] = {0, 0, 0};
   double decode[3] = {0, 0, 0};
