@@ -30,6 +30,26 @@ if(TARGET ladder-kv-migrate)
   add_test(NAME mpi.kv_migrate.too_little_capacity COMMAND ${run} -np 2 ${exe} --decode-blocks 20)
   set_tests_properties(mpi.kv_migrate.too_little_capacity PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 0: error: .*--decode-blocks = 20 violates")
+  # Resharding (DistServe's case of prefill and decode partitioned differently): two layers split over two
+  # prefill ranks (pipeline stages), the decode rank holding both pulls each layer's blocks from its owner;
+  # on -np 5 two groups of two stages of two layers each. A planted bug files each layer's blocks one layer
+  # off (the shards' blocks swapped) and must fail; a shard count that does not divide the prefill ranks is
+  # one error on every rank.
+  add_test(NAME mpi.kv_migrate.reshard.np3 COMMAND ${run} -np 3 ${exe} --layers 2 --layer-shards 2)
+  add_test(NAME mpi.kv_migrate.reshard.np5 COMMAND ${run} -np 5 ${exe} --layers 4 --layer-shards 2 --prompts 1,15,16,17,200,3
+           --block-size 16 --decode-blocks 40 --steps 3)
+  foreach(t reshard.np3 reshard.np5)
+    set_tests_properties(mpi.kv_migrate.${t} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
+                         PASS_REGULAR_EXPRESSION "resharded.*BIT-IDENTICAL")
+  endforeach()
+  add_test(NAME mpi.kv_migrate.reshard.planted_layer_offset COMMAND ${run} -np 3 ${exe} --layers 2 --layer-shards 2
+           --test-plant-layer-offset)
+  set_tests_properties(mpi.kv_migrate.reshard.planted_layer_offset PROPERTIES LABELS mpi ENVIRONMENT "${env}"
+                       PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION "resharded.*DIFFERENT \\(FAIL\\)")
+  add_test(NAME mpi.kv_migrate.reshard.shards_not_divisor COMMAND ${run} -np 4 ${exe} --layers 2 --layer-shards 2)
+  set_tests_properties(mpi.kv_migrate.reshard.shards_not_divisor PROPERTIES LABELS mpi ENVIRONMENT "${env}"
+                       PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION
+                       "rank 3: error: .*--layer-shards = 2 violates a divisor of the prefill rank count 3")
   # The measured migration rate fed back into stage 06's simulator ("kv_transfer": {"measured": FILE}).
   if(TARGET ladder)
     add_test(NAME mpi.kv_migrate.link_to_simulator COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_kv_link.py

@@ -1,17 +1,22 @@
 // ladder/mpi/kv_pipeline.hpp -- the prefill -> decode pipeline of stage 06 without the transport: what
 // a prefill instance computes, the paged cache a decode instance owns (its own block numbering), and
-// the decode steps. The MPI program (mpi/src/kv_migrate.cpp) and the one-process reference both run
-// these functions; only the way the cache rows reach the decode side differs, so the decode outputs
-// must be the same bytes.
+// the decode steps. The MPI programs (ladder-kv-migrate, ladder-serve-demo) and the one-process
+// reference all run these functions; only the way the cache rows reach the decode side differs, so the
+// decode outputs must be the same bytes.
 //
-// Model: one MLA layer of stage 03 (small_config, seeded weights). Prompt b has L_b tokens with hidden
-// states h ~ N(0, 1) drawn from its own seed; prefill computes its cache rows [c^KV normed | k^R roped]
-// = kv_entries(W, h, 0..L_b-1) (stage 03, ladder/mla/layers.hpp). Decode step t of prompt b draws the
-// new token's hidden state from the seed of (b, t), appends its own row at position L_b + t, and runs
-// flash_mla (stage 03's paged, split-KV rung) over the batch.
+// Model: a stack of `layers` MLA layers of stage 03 (small_config, seeded weights; layer 0's seed is
+// the configuration's, so one layer is the original single-layer pipeline). Prompt b has L_b tokens with
+// hidden states x^0 ~ N(0, 1) drawn from its own seed; layer l writes its cache rows [c^KV normed | k^R
+// roped] = kv_entries(W_l, x^l, 0..L_b-1) (stage 03, ladder/mla/layers.hpp), and, when a layer follows,
+// x^{l+1} = x^l + u^l with u^l the layer's causal attention over the prompt: flash_mla with one query per
+// token j over rows 0..j (the same arithmetic a decode step at position j does). Decode step t of prompt
+// b draws the new token's x^0 from the seed of (b, t); each layer appends its own row at position L_b + t
+// and runs flash_mla (stage 03's paged, split-KV rung) over the batch; the step's output is the last
+// layer's u.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -28,6 +33,8 @@ struct PipelineConfig {
   int64_t block_size = mla::kBlockSize;
   int64_t decode_blocks = 64;  // capacity of the decode instance's pool, in blocks
   uint64_t seed = 1201;
+  int64_t layers = 1;        // MLA layers in the stack
+  int64_t layer_shards = 1;  // prefill pipeline stages: each prefill rank of a group holds layers/shards
 
   int64_t prompts() const { return static_cast<int64_t>(prompt_lens.size()); }
   // Blocks prompt b occupies on the decode side once its N decode tokens are appended.
@@ -46,6 +53,7 @@ struct PipelineConfig {
     for (int64_t L : prompt_lens) mix(static_cast<uint64_t>(L));
     mix(static_cast<uint64_t>(decode_steps)), mix(static_cast<uint64_t>(block_size));
     mix(static_cast<uint64_t>(decode_blocks)), mix(seed), mix(static_cast<uint64_t>(prompts()));
+    mix(static_cast<uint64_t>(layers)), mix(static_cast<uint64_t>(layer_shards));
     return h;
   }
 };
@@ -61,6 +69,9 @@ inline void validate(const PipelineConfig& c) {
           c.decode_steps);
   require(c.block_size >= 1 && c.block_size <= 4096, "kv-migrate: --block-size = {} violates 1 <= size <= 4096",
           c.block_size);
+  require(c.layers >= 1 && c.layers <= 64, "kv-migrate: --layers = {} violates 1 <= layers <= 64", c.layers);
+  require(c.layer_shards >= 1 && c.layer_shards <= c.layers,
+          "kv-migrate: --layer-shards = {} violates 1 <= shards <= --layers = {}", c.layer_shards, c.layers);
   int64_t need = 0;
   for (int64_t b = 0; b < c.prompts(); ++b) need += c.decode_need(b);
   require(need <= c.decode_blocks,
@@ -69,17 +80,64 @@ inline void validate(const PipelineConfig& c) {
           c.decode_blocks, need, c.decode_steps, need, c.block_size);
 }
 
-inline mla::Weights<float> model(const PipelineConfig& c) { return mla::random_weights(mla::small_config(), c.seed); }
+// Layer l's weights (layer 0: the configuration's seed).
+inline std::vector<mla::Weights<float>> model(const PipelineConfig& c) {
+  std::vector<mla::Weights<float>> W;
+  for (int64_t l = 0; l < c.layers; ++l)
+    W.push_back(mla::random_weights(mla::small_config(), c.seed + static_cast<uint64_t>(l) * 7777u));
+  return W;
+}
 
-// Prefill of prompt b: its cache rows [L_b, kv_lora + rope].
-inline Mat<float> prefill_rows(const mla::Weights<float>& W, const PipelineConfig& c, int64_t b) {
+// The first layer of prefill stage s: stage s of S holds layers [first_layer(s), first_layer(s + 1)).
+inline int64_t first_layer(const PipelineConfig& c, int64_t s) { return s * c.layers / c.layer_shards; }
+
+// Prompt b's hidden states at layer 0: [L_b, hidden].
+inline Mat<float> prompt_hidden(const PipelineConfig& c, int64_t b, int64_t hidden) {
   const int64_t L = c.prompt_lens[static_cast<size_t>(b)];
   Rng rng(c.seed * 1000003ull + static_cast<uint64_t>(b));
-  Mat<float> h(L, W.cfg.hidden);
+  Mat<float> h(L, hidden);
   for (int64_t i = 0; i < h.size(); ++i) h.data()[i] = static_cast<float>(rng.normal());
-  std::vector<int64_t> pos(static_cast<size_t>(L));
+  return h;
+}
+
+// Causal attention of layer W over a prompt's own rows [L, kv_dim]: token j attends rows 0..j. One
+// flash_mla call whose batch is the prompt's tokens, every one reading the same pages through its own
+// block-table row with seqlen j + 1 (what decoding token j would compute).
+inline Mat<float> causal_attention(const mla::Weights<float>& W, const PipelineConfig& c, const Mat<float>& rows,
+                                   const Mat<float>& x) {
+  const int64_t L = rows.rows(), kv_dim = rows.cols(), bs = c.block_size, nb = mla::blocks_for(L, bs);
+  mla::PagedCache<float> cache;
+  cache.block_size = bs;
+  cache.blocks = Array<float>({nb, bs, kv_dim}, 0.0f);
+  std::copy(rows.data(), rows.data() + rows.size(), cache.blocks.data.data());
+  cache.block_table = Array<int32_t>({L, nb}, -1);
+  mla::Step<float> step;
+  step.h = x;
+  for (int64_t j = 0; j < L; ++j) {
+    for (int64_t i = 0; i < nb; ++i) cache.block_table.data[j * nb + i] = static_cast<int32_t>(i);
+    cache.seqlens.push_back(j + 1);
+    step.q_pos.push_back(j);
+  }
+  return mla::run(mla::reference_rung<float>(mla::Variant::flash_mla), W, cache, step).u;
+}
+
+// Prefill of layers [l0, l1) of prompt b from its hidden states x at layer l0: each layer's cache rows
+// [L_b, kv_lora + rope] in `rows`, and x at layer l1 (computed only when a layer follows l1 - 1).
+struct PrefillOut {
+  std::vector<Mat<float>> rows;
+  Mat<float> x;
+};
+inline PrefillOut prefill_layers(const std::vector<mla::Weights<float>>& W, const PipelineConfig& c, int64_t l0,
+                                 int64_t l1, Mat<float> x) {
+  std::vector<int64_t> pos(static_cast<size_t>(x.rows()));
   std::iota(pos.begin(), pos.end(), int64_t{0});
-  return mla::kv_entries(W, h, pos);
+  PrefillOut out;
+  for (int64_t l = l0; l < l1; ++l) {
+    out.rows.push_back(mla::kv_entries(W[static_cast<size_t>(l)], x, pos));
+    if (l + 1 < c.layers) x += causal_attention(W[static_cast<size_t>(l)], c, out.rows.back(), x);
+  }
+  out.x = std::move(x);
+  return out;
 }
 
 // A pool of blocks with a free list; `order` seeds the order blocks are handed out in, so two instances
@@ -137,47 +195,77 @@ inline void admit_rows(DecodeCache& d, const PipelineConfig& c, int64_t b, const
   d.lens[static_cast<size_t>(b)] = rows.rows();
 }
 
-// N decode steps over every admitted prompt (all must be); returns u of each step, [B, hidden].
-inline std::vector<Mat<float>> decode(const mla::Weights<float>& W, const PipelineConfig& c, DecodeCache d) {
-  const int64_t B = c.prompts(), bs = c.block_size, kv_dim = W.cfg.kv_dim();
-  for (int64_t b = 0; b < B; ++b)
-    require(d.lens[static_cast<size_t>(b)] == c.prompt_lens[static_cast<size_t>(b)],
-            "kv-migrate: prompt {} was not admitted whole ({} of {} rows): nothing is decoded", b,
-            d.lens[static_cast<size_t>(b)], c.prompt_lens[static_cast<size_t>(b)]);
-  mla::PagedCache<float> cache;
-  cache.block_size = bs;
-  cache.block_table = Array<int32_t>({B, c.max_blocks()}, -1);
-  for (int64_t b = 0; b < B; ++b)
-    for (size_t i = 0; i < d.blocks[static_cast<size_t>(b)].size(); ++i)
-      cache.block_table.data[b * c.max_blocks() + static_cast<int64_t>(i)] = d.blocks[static_cast<size_t>(b)][i];
+// The decode instance's caches, one per layer (each its own pool and numbering).
+inline std::vector<DecodeCache> make_decode_caches(const PipelineConfig& c, int64_t kv_dim, uint64_t order) {
+  std::vector<DecodeCache> d;
+  for (int64_t l = 0; l < c.layers; ++l) d.push_back(make_decode_cache(c, kv_dim, order + static_cast<uint64_t>(l) * 31u));
+  return d;
+}
+
+// N decode steps over every admitted prompt (all must be, in every layer); returns the last layer's u of
+// each step, [B, hidden]. after_step(t, u), when given, runs inside step t (the serve demo's MoE layer).
+inline std::vector<Mat<float>> decode(const std::vector<mla::Weights<float>>& W, const PipelineConfig& c,
+                                      std::vector<DecodeCache> d,
+                                      const std::function<void(int64_t, const Mat<float>&)>& after_step = {}) {
+  const int64_t B = c.prompts(), bs = c.block_size, kv_dim = W[0].cfg.kv_dim(), hidden = W[0].cfg.hidden;
+  require(static_cast<int64_t>(d.size()) == c.layers, "kv-migrate: {} layer caches for {} layers", d.size(), c.layers);
+  std::vector<mla::PagedCache<float>> cache(static_cast<size_t>(c.layers));
+  for (int64_t l = 0; l < c.layers; ++l) {
+    DecodeCache& dl = d[static_cast<size_t>(l)];
+    for (int64_t b = 0; b < B; ++b)
+      require(dl.lens[static_cast<size_t>(b)] == c.prompt_lens[static_cast<size_t>(b)],
+              "kv-migrate: prompt {} was not admitted whole in layer {} ({} of {} rows): nothing is decoded", b, l,
+              dl.lens[static_cast<size_t>(b)], c.prompt_lens[static_cast<size_t>(b)]);
+    auto& cl = cache[static_cast<size_t>(l)];
+    cl.block_size = bs;
+    cl.block_table = Array<int32_t>({B, c.max_blocks()}, -1);
+    for (int64_t b = 0; b < B; ++b)
+      for (size_t i = 0; i < dl.blocks[static_cast<size_t>(b)].size(); ++i)
+        cl.block_table.data[b * c.max_blocks() + static_cast<int64_t>(i)] = dl.blocks[static_cast<size_t>(b)][i];
+  }
   const auto rung = mla::reference_rung<float>(mla::Variant::flash_mla);
   std::vector<Mat<float>> out;
   for (int64_t t = 0; t < c.decode_steps; ++t) {
     mla::Step<float> step;
-    step.h = Mat<float>(B, W.cfg.hidden);
+    step.h = Mat<float>(B, hidden);
     for (int64_t b = 0; b < B; ++b) {
       Rng rng(c.seed * 7919ull + static_cast<uint64_t>(b) * 65537ull + static_cast<uint64_t>(t));
-      for (int64_t k = 0; k < W.cfg.hidden; ++k) step.h(b, k) = static_cast<float>(rng.normal());
-      const int64_t j = d.lens[static_cast<size_t>(b)];  // the new token's row
-      const Mat<float> row = mla::kv_entries(W, Mat<float>(step.h.row(b)), {j});
-      std::copy(row.data(), row.data() + kv_dim,
-                d.pool.block(d.blocks[static_cast<size_t>(b)][static_cast<size_t>(j / bs)]) + (j % bs) * kv_dim);
-      d.lens[static_cast<size_t>(b)] = j + 1;
-      step.q_pos.push_back(j);
+      for (int64_t k = 0; k < hidden; ++k) step.h(b, k) = static_cast<float>(rng.normal());
+      step.q_pos.push_back(d[0].lens[static_cast<size_t>(b)]);  // the new token's row
     }
-    cache.seqlens = d.lens;
-    cache.blocks = d.pool.data();
-    out.push_back(mla::run(rung, W, cache, step).u);
+    Mat<float> u;
+    for (int64_t l = 0; l < c.layers; ++l) {
+      DecodeCache& dl = d[static_cast<size_t>(l)];
+      const mla::Weights<float>& Wl = W[static_cast<size_t>(l)];
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t j = dl.lens[static_cast<size_t>(b)];
+        const Mat<float> row = mla::kv_entries(Wl, Mat<float>(step.h.row(b)), {j});
+        std::copy(row.data(), row.data() + kv_dim,
+                  dl.pool.block(dl.blocks[static_cast<size_t>(b)][static_cast<size_t>(j / bs)]) + (j % bs) * kv_dim);
+        dl.lens[static_cast<size_t>(b)] = j + 1;
+      }
+      auto& cl = cache[static_cast<size_t>(l)];
+      cl.seqlens = dl.lens;
+      cl.blocks = dl.pool.data();
+      u = mla::run(rung, Wl, cl, step).u;
+      if (l + 1 < c.layers) step.h += u;  // x^{l+1} = x^l + u^l
+    }
+    if (after_step) after_step(t, u);
+    out.push_back(std::move(u));
   }
   return out;
 }
 
-// The one-process reference: prefill every prompt, admit its rows, decode.
-inline std::vector<Mat<float>> one_process(const PipelineConfig& c) {
-  const mla::Weights<float> W = model(c);
-  DecodeCache d = make_decode_cache(c, W.cfg.kv_dim(), c.seed + 17);
-  for (int64_t b = 0; b < c.prompts(); ++b) admit_rows(d, c, b, prefill_rows(W, c, b));
-  return decode(W, c, std::move(d));
+// The one-process reference: prefill every prompt through every layer, admit its rows, decode.
+inline std::vector<Mat<float>> one_process(const PipelineConfig& c,
+                                           const std::function<void(int64_t, const Mat<float>&)>& after_step = {}) {
+  const std::vector<mla::Weights<float>> W = model(c);
+  std::vector<DecodeCache> d = make_decode_caches(c, W[0].cfg.kv_dim(), c.seed + 17);
+  for (int64_t b = 0; b < c.prompts(); ++b) {
+    const PrefillOut p = prefill_layers(W, c, 0, c.layers, prompt_hidden(c, b, W[0].cfg.hidden));
+    for (int64_t l = 0; l < c.layers; ++l) admit_rows(d[static_cast<size_t>(l)], c, b, p.rows[static_cast<size_t>(l)]);
+  }
+  return decode(W, c, std::move(d), after_step);
 }
 
 }  // namespace ladder::kvmig

@@ -1,0 +1,293 @@
+// ladder/mpi/kv_transport.hpp -- moving a prompt's paged KV cache from prefill ranks to the decode rank
+// over MPI, pull-based as in DistServe (OSDI'24): the functions ladder-kv-migrate and ladder-serve-demo
+// share. The pipeline itself (what is computed) is ladder/mpi/kv_pipeline.hpp.
+//
+// Layout: P prefill ranks in P / S groups of S pipeline stages (S = layer_shards). Rank r is stage
+// r mod S of group r / S and holds layers [first_layer(s), first_layer(s + 1)) and their blocks; prompt b
+// goes to group b mod (P / S). Stage s computes its layers and sends the prompt's hidden states to stage
+// s + 1 (the pipeline's activations); the decode rank holds every layer. This is DistServe's resharding
+// case, prefill and decode partitioned differently: the decode rank pulls each layer's blocks from the
+// rank that owns that layer, and the block table of every layer is rewritten into its own numbering.
+//
+// Protocol (two-sided request/response, MPI_Send / MPI_Irecv): a prefill rank announces a finished
+// prompt (id, length, blocks, stage); once every stage of the prompt's group has announced, the decode
+// rank admits it when its pools have room for the prompt and its decode tokens, allocates its own
+// blocks, asks each stage for its layers' blocks in a shuffled order and writes each into its own
+// block. Only a prompt whose every block of every layer arrived is admitted; the prefill ranks free
+// their blocks when the decode rank says DONE. Why not one-sided MPI_Get: the decode rank would need the
+// prefill rank's block numbering and a window over its whole pool, and a dead prefill rank would leave
+// an MPI_Win_unlock that cannot time out; with messages every wait is a test loop with a deadline that
+// names the peer.
+#pragma once
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ladder/mpi/kv_pipeline.hpp"
+
+namespace ladder::kvmig {
+
+using Clock = std::chrono::steady_clock;
+
+enum Tag : int { kAnnounce = 1, kPull = 2, kBlock = 3, kDone = 4, kStop = 5, kActivation = 6 };
+
+struct TransportOptions {
+  double timeout_s = 20;
+  int64_t die_after_blocks = -1;   // test: prefill rank 0 stops answering after sending this many blocks
+  bool plant_ignore_order = false; // test: the decode rank ignores the order it asked for (must fail)
+  bool plant_layer_offset = false; // test: the decode rank files stage s's layer l as layer l + 1 (must fail)
+};
+
+inline std::string peer_name(int source) {
+  return source == MPI_ANY_SOURCE ? std::string("any prefill rank") : fmt::format("rank {}", source);
+}
+
+// Waits for a request until the deadline; on timeout cancels it and throws naming the peer.
+inline void wait_within(MPI_Request& req, MPI_Status* st, int peer, double timeout_s, const std::string& what) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  int done = 0;
+  while (true) {
+    MPI_Test(&req, &done, st);
+    if (done) return;
+    if (Clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  MPI_Cancel(&req);
+  MPI_Request_free(&req);
+  throw Error(fmt::format("kv-migrate: no {} {} {} within {:.0f} s", what, st ? "from" : "taken by", peer_name(peer),
+                          timeout_s));
+}
+
+// A receive that cannot hang: MPI_Irecv, then a test loop with a deadline naming the peer.
+inline MPI_Status recv(void* buf, int count, MPI_Datatype type, int source, int tag, double timeout_s,
+                       const std::string& what) {
+  MPI_Request req;
+  MPI_Irecv(buf, count, type, source, tag, MPI_COMM_WORLD, &req);
+  MPI_Status st;
+  wait_within(req, &st, source, timeout_s, what);
+  return st;
+}
+
+// A send of a large message (rendezvous: it completes only when the peer receives) that cannot hang.
+inline void send(const void* buf, int count, MPI_Datatype type, int dest, int tag, double timeout_s,
+                 const std::string& what) {
+  MPI_Request req;
+  MPI_Isend(buf, count, type, dest, tag, MPI_COMM_WORLD, &req);
+  wait_within(req, nullptr, dest, timeout_s, what);
+}
+
+struct Layout {
+  int prefill_ranks = 1;
+  int64_t shards = 1;
+  int64_t groups() const { return prefill_ranks / shards; }
+  int64_t group_of_prompt(int64_t b) const { return b % groups(); }
+  int rank_of(int64_t group, int64_t stage) const { return static_cast<int>(group * shards + stage); }
+};
+
+// Checked on every rank before any message (every rank prints the same line).
+inline Layout make_layout(const PipelineConfig& c, int prefill_ranks) {
+  require(prefill_ranks % c.layer_shards == 0,
+          "kv-migrate: --layer-shards = {} violates a divisor of the prefill rank count {} (every group of prefill "
+          "ranks holds all layers)", c.layer_shards, prefill_ranks);
+  return Layout{prefill_ranks, c.layer_shards};
+}
+
+// A prefill rank: computes its stage's layers for its group's prompts, announces them, serves PULLs until
+// STOP. Returns the seconds spent computing (the activations' waits included).
+inline double prefill_serve(const PipelineConfig& c, const TransportOptions& o, int rank, const Layout& lay,
+                            int decode) {
+  const std::vector<mla::Weights<float>> W = model(c);
+  const int64_t g = rank / lay.shards, s = rank % lay.shards, G = lay.groups();
+  const int64_t l0 = first_layer(c, s), l1 = first_layer(c, s + 1), nl = l1 - l0;
+  const int64_t hidden = W[0].cfg.hidden;
+  int64_t mine = 0;
+  for (int64_t b = g; b < c.prompts(); b += G) mine += mla::blocks_for(c.prompt_lens[static_cast<size_t>(b)], c.block_size);
+  BlockPool pool(std::max<int64_t>(mine * nl, 1), c.block_size, W[0].cfg.kv_dim(), c.seed + 100 + static_cast<uint64_t>(rank));
+  std::vector<std::vector<int32_t>> held(static_cast<size_t>(c.prompts()));  // [prompt] -> blocks, layer-major
+  // The rank's prompts are one prefill batch: all computed, then announced (so the decode rank's pulls,
+  // and the migration time it measures, do not wait on this rank's arithmetic).
+  std::vector<std::array<int64_t, 4>> announces;
+  const auto t0 = Clock::now();
+  for (int64_t b = g; b < c.prompts(); b += G) {
+    const int64_t L = c.prompt_lens[static_cast<size_t>(b)];
+    Mat<float> x(L, hidden);
+    if (s == 0) x = prompt_hidden(c, b, hidden);
+    else recv(x.data(), static_cast<int>(x.size()), MPI_FLOAT, rank - 1, kActivation, 10 * o.timeout_s,
+              fmt::format("hidden states of prompt {} at layer {}", b, l0));
+    const PrefillOut p = prefill_layers(W, c, l0, l1, std::move(x));
+    if (s + 1 < lay.shards)
+      send(p.x.data(), static_cast<int>(p.x.size()), MPI_FLOAT, rank + 1, kActivation, 10 * o.timeout_s,
+           fmt::format("hidden states of prompt {} at layer {}", b, l1));
+    const int64_t n = mla::blocks_for(L, c.block_size), kv_dim = W[0].cfg.kv_dim();
+    auto& blocks = held[static_cast<size_t>(b)];
+    for (int64_t i = 0; i < n * nl; ++i) blocks.push_back(pool.take());
+    for (int64_t k = 0; k < nl; ++k) {
+      const Mat<float>& rows = p.rows[static_cast<size_t>(k)];
+      for (int64_t j = 0; j < L; ++j)
+        std::copy(rows.row(j).data(), rows.row(j).data() + kv_dim,
+                  pool.block(blocks[static_cast<size_t>(k * n + j / c.block_size)]) + (j % c.block_size) * kv_dim);
+    }
+    announces.push_back({b, L, n, s});
+  }
+  const double compute_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (const auto& a : announces) MPI_Send(a.data(), 4, MPI_INT64_T, decode, kAnnounce, MPI_COMM_WORLD);
+  // Serve PULL requests until STOP. The wait is long: the decode rank admits prompts one at a time.
+  int64_t sent = 0;
+  std::vector<int64_t> msg(static_cast<size_t>(2 + c.max_blocks()));
+  while (true) {
+    MPI_Status st = recv(msg.data(), static_cast<int>(msg.size()), MPI_INT64_T, decode, MPI_ANY_TAG,
+                         10 * o.timeout_s, "PULL, DONE or STOP");
+    if (st.MPI_TAG == kStop) return compute_s;
+    const int64_t b = msg[0];
+    require(b >= 0 && b < c.prompts() && b % G == g, "kv-migrate: rank {}: request for prompt {} that this rank does "
+            "not hold", rank, b);
+    auto& blocks = held[static_cast<size_t>(b)];
+    if (st.MPI_TAG == kDone) {  // the decode rank holds every block: free ours
+      for (int32_t blk : blocks) pool.give_back(blk);
+      blocks.clear();
+      continue;
+    }
+    const int64_t n = msg[1];
+    require(n * nl == static_cast<int64_t>(blocks.size()), "kv-migrate: rank {}: PULL of {} blocks x {} layers for "
+            "prompt {} which has {}", rank, n, nl, b, blocks.size());
+    // Every block of the request in flight at once (MPI_Isend), then one wait: the transfers overlap
+    // instead of paying a rendezvous round trip per block. Layer by layer, each in the order asked.
+    std::vector<MPI_Request> reqs;
+    for (int64_t k = 0; k < nl; ++k)
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t logical = msg[static_cast<size_t>(2 + i)];
+        require(logical >= 0 && logical < n, "kv-migrate: rank {}: PULL asks block {} of prompt {} (has {})", rank,
+                logical, b, n);
+        if (o.die_after_blocks >= 0 && rank == 0 && sent == o.die_after_blocks) {
+          MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);  // the half that was sent
+          std::fprintf(stderr, "kv-migrate: rank %d: simulated death after sending %lld blocks (test)\n", rank,
+                       static_cast<long long>(sent));
+          std::this_thread::sleep_for(std::chrono::duration<double>(20 * o.timeout_s));  // killed by the abort
+          std::_Exit(3);
+        }
+        reqs.emplace_back();
+        MPI_Isend(pool.block(blocks[static_cast<size_t>(k * n + logical)]), static_cast<int>(pool.block_floats()),
+                  MPI_FLOAT, decode, kBlock, MPI_COMM_WORLD, &reqs.back());
+        ++sent;
+      }
+    MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  }
+}
+
+struct Migrated {
+  std::vector<DecodeCache> caches;                    // [layer]
+  double seconds = 0;                                 // first PULL to last block, summed over prompts
+  int64_t bytes = 0;
+  std::vector<std::pair<double, double>> per_prompt;  // (bytes, seconds) of each prompt's migration
+};
+
+// The decode rank: admits every prompt, pulling each layer's blocks from the rank that owns the layer,
+// then sends STOP to every prefill rank.
+inline Migrated migrate_in(const PipelineConfig& c, const TransportOptions& o, const Layout& lay, int64_t kv_dim) {
+  Migrated m;
+  m.caches = make_decode_caches(c, kv_dim, c.seed + 29);  // not the reference's numbering
+  std::vector<DecodeCache>& d = m.caches;
+  Rng order_rng(c.seed + 4242);
+  const int64_t S = lay.shards;
+  std::vector<int64_t> stages_in(static_cast<size_t>(c.prompts()), 0);  // bit s: stage s announced
+  std::vector<int64_t> msg(static_cast<size_t>(2 + c.max_blocks()));
+  for (int64_t admitted = 0; admitted < c.prompts();) {
+    int64_t announce[4];
+    const MPI_Status st = recv(announce, 4, MPI_INT64_T, MPI_ANY_SOURCE, kAnnounce, 10 * o.timeout_s, "ANNOUNCE");
+    const int peer = st.MPI_SOURCE;
+    const int64_t b = announce[0], L = announce[1], n = announce[2], s = announce[3];
+    require(b >= 0 && b < c.prompts() && L == c.prompt_lens[static_cast<size_t>(b)] &&
+                n == mla::blocks_for(L, c.block_size) && s >= 0 && s < S && peer == lay.rank_of(lay.group_of_prompt(b), s) &&
+                !(stages_in[static_cast<size_t>(b)] >> s & 1),
+            "kv-migrate: rank {} announced prompt {} of {} tokens in {} blocks (stage {}), which the configuration "
+            "does not have", peer, b, L, n, s);
+    stages_in[static_cast<size_t>(b)] |= int64_t{1} << s;
+    if (stages_in[static_cast<size_t>(b)] != (int64_t{1} << S) - 1) continue;  // wait for every layer's owner
+    // Admission: room for the prompt AND its decode tokens in every layer, before any block is requested.
+    require(d[0].pool.free_blocks() >= c.decode_need(b),
+            "kv-migrate: decode rank: prompt {} needs {} blocks per layer, {} free: not admitted", b, c.decode_need(b),
+            d[0].pool.free_blocks());
+    for (DecodeCache& dl : d)
+      for (int64_t i = 0; i < c.decode_need(b); ++i) dl.blocks[static_cast<size_t>(b)].push_back(dl.pool.take());
+    const std::vector<int32_t> order = mla::permutation(n, order_rng);
+    msg[0] = b, msg[1] = n;
+    for (int64_t k = 0; k < n; ++k) msg[static_cast<size_t>(2 + k)] = order[static_cast<size_t>(k)];
+    const auto t0 = Clock::now();
+    // Every block's receive is posted at once, straight into its own block (MPI matches messages of one
+    // source and tag in the order they were sent, which is the order asked for), then one deadline.
+    std::vector<MPI_Request> reqs;
+    std::vector<int> from;  // the peer of each request
+    for (int64_t s2 = 0; s2 < S; ++s2) {
+      const int owner = lay.rank_of(lay.group_of_prompt(b), s2);
+      MPI_Send(msg.data(), static_cast<int>(2 + n), MPI_INT64_T, owner, kPull, MPI_COMM_WORLD);
+      for (int64_t l = first_layer(c, s2); l < first_layer(c, s2 + 1); ++l) {
+        const int64_t into = o.plant_layer_offset ? (l + 1) % c.layers : l;
+        DecodeCache& dl = d[static_cast<size_t>(into)];
+        for (int64_t k = 0; k < n; ++k) {
+          const int64_t logical = o.plant_ignore_order ? k : order[static_cast<size_t>(k)];
+          reqs.emplace_back();
+          from.push_back(owner);
+          MPI_Irecv(dl.pool.block(dl.blocks[static_cast<size_t>(b)][static_cast<size_t>(logical)]),
+                    static_cast<int>(dl.pool.block_floats()), MPI_FLOAT, owner, kBlock, MPI_COMM_WORLD, &reqs.back());
+        }
+      }
+    }
+    const auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout_s);
+    int all = 0;
+    for (int64_t polls = 0;; ++polls) {  // spin first (progress for the transfers), then yield the core
+      MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &all, MPI_STATUSES_IGNORE);
+      if (all || Clock::now() > deadline) break;
+      if (polls > 100000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    if (!all) {
+      int missing_from = -1;
+      int64_t received = 0, expected = 0;
+      std::vector<char> arrived(reqs.size(), 0);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        int flag = reqs[i] == MPI_REQUEST_NULL;
+        if (!flag) MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+        arrived[i] = static_cast<char>(flag);
+        if (!flag) {
+          MPI_Cancel(&reqs[i]);
+          MPI_Request_free(&reqs[i]);
+          if (missing_from < 0) missing_from = from[i];
+        }
+      }
+      for (size_t i = 0; i < reqs.size(); ++i)
+        if (from[i] == missing_from) ++expected, received += arrived[i];
+      for (DecodeCache& dl : d) {  // nothing of a half-received prompt stays, in any layer
+        for (int32_t blk : dl.blocks[static_cast<size_t>(b)]) dl.pool.give_back(blk);
+        dl.blocks[static_cast<size_t>(b)].clear();
+      }
+      throw Error(fmt::format("kv-migrate: decode rank: no block {} of {} of prompt {} ({} received) from rank {} "
+                              "within {:.0f} s; the prompt is not admitted and nothing is decoded",
+                              received + 1, expected, b, received, missing_from, o.timeout_s));
+    }
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double bytes = double(reqs.size()) * double(d[0].pool.block_floats()) * double(sizeof(float));
+    m.seconds += took;
+    m.bytes += static_cast<int64_t>(bytes);
+    m.per_prompt.emplace_back(bytes, took);
+    for (DecodeCache& dl : d) dl.lens[static_cast<size_t>(b)] = L;  // admitted: every block of every layer arrived
+    const int64_t done[2] = {b, 0};
+    for (int64_t s2 = 0; s2 < S; ++s2)
+      MPI_Send(done, 2, MPI_INT64_T, lay.rank_of(lay.group_of_prompt(b), s2), kDone, MPI_COMM_WORLD);
+    ++admitted;
+  }
+  for (int r = 0; r < lay.prefill_ranks; ++r) {
+    const int64_t stop[2] = {-1, 0};
+    MPI_Send(stop, 2, MPI_INT64_T, r, kStop, MPI_COMM_WORLD);
+  }
+  return m;
+}
+
+}  // namespace ladder::kvmig
