@@ -111,3 +111,23 @@ if(TARGET ladder-ep-moe)
   set_tests_properties(mpi.ep_moe.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")
 endif()
+# The serve demo (ladder-serve-demo): prefill ranks, KV migration, decode steps whose MoE layer runs
+# expert-parallel on every rank (all-to-all); the MLA and MoE outputs of every step bit-identical to one
+# process on 4 ranks, and on 5 with the prefill layers split over two pipeline stages (resharded). A planted
+# combine bug (each expert output weighted by the token's other top-k weight) must fail; experts not
+# divisible by the ranks are one error on every rank.
+if(TARGET ladder-serve-demo)
+  set(exe $<TARGET_FILE:ladder-serve-demo>)
+  add_test(NAME mpi.serve_demo.np4 COMMAND ${run} -np 4 ${exe})
+  add_test(NAME mpi.serve_demo.np5_reshard COMMAND ${run} -np 5 ${exe} --layer-shards 2 --experts 10)
+  foreach(t np4 np5_reshard)
+    set_tests_properties(mpi.serve_demo.${t} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
+                         PASS_REGULAR_EXPRESSION "prefill .*migration .*decode .*MoE all-to-all.*every step\\): BIT-IDENTICAL")
+  endforeach()
+  add_test(NAME mpi.serve_demo.planted_weights COMMAND ${run} -np 4 ${exe} --test-plant-swap-weights)
+  set_tests_properties(mpi.serve_demo.planted_weights PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "DIFFERENT \\(FAIL\\): u same, y different")
+  add_test(NAME mpi.serve_demo.experts_not_divisible COMMAND ${run} -np 3 ${exe})
+  set_tests_properties(mpi.serve_demo.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")
+endif()

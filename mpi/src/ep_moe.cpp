@@ -6,7 +6,8 @@
 // Rank r holds experts [r E/P, (r+1) E/P) and is the home of tokens [r T/P, (r+1) T/P). Every rank runs
 // the gate on its own tokens (stage 04's V3 gate), then:
 //   a2a    dispatch: counts exchanged with MPI_Alltoall, then each assignment's token row sent to the
-//          rank of its expert with MPI_Alltoallv; that rank sorts what it received by expert (stage 04's
+//          rank of its expert with MPI_Alltoallv (ladder/mpi/ep_a2a.hpp, shared with ladder-serve-demo: the
+//          non-blocking forms, each waited on with a deadline); that rank sorts what it received by expert (stage 04's
 //          counting sort) and runs the grouped products (ragged dot); combine: the outputs go back with
 //          MPI_Alltoallv in the order they came, and the home rank sums them weighted, in j order.
 //   ag-rs  the Huawei report's alternative: MPI_Allgather of every token row and routing, each rank
@@ -43,6 +44,7 @@
 #include "ladder/moe/gate.hpp"
 #include "ladder/moe/sorted.hpp"
 #include "ladder/moe/synthetic.hpp"
+#include "ladder/mpi/ep_a2a.hpp"
 
 namespace {
 
@@ -106,12 +108,6 @@ Layer make_layer(const Options& o) {
   return l;
 }
 
-std::vector<int> displs(const std::vector<int>& counts) {
-  std::vector<int> d(counts.size(), 0);
-  for (size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
-  return d;
-}
-
 int run(const Options& o, int rank, int P) {
   const Index E = o.cfg.n_experts, T = o.tokens, D = o.cfg.hidden, k = o.cfg.top_k;
   require(E % P == 0, "ep-moe: --experts = {} violates a multiple of the rank count {} (experts are sharded E/P per "
@@ -133,7 +129,6 @@ int run(const Options& o, int rank, int P) {
   const LayerOut<double> ref = sorted_dropless(l.w, l.x, rall);
   // Slots: without EPLB slot s holds expert s; with it, stage 05's placement of E + R slots.
   std::vector<Index> phy2log(static_cast<size_t>(E + o.redundant));
-  std::vector<std::vector<Index>> replicas(static_cast<size_t>(E));
   if (o.redundant == 0) {
     for (Index e = 0; e < E; ++e) phy2log[static_cast<size_t>(e)] = e;
   } else {
@@ -142,89 +137,22 @@ int run(const Options& o, int rank, int P) {
     const eplb::Placement pl = eplb::rebalance_experts(load, E + o.redundant, 1, 1, P);
     for (Index sl = 0; sl < E + o.redundant; ++sl) phy2log[static_cast<size_t>(sl)] = pl.phy2log(0, sl);
   }
-  for (Index sl = 0; sl < E + o.redundant; ++sl) replicas[static_cast<size_t>(phy2log[static_cast<size_t>(sl)])].push_back(sl);
-  auto slot_of = [&](Index token, Index e) {  // round-robin over the expert's replicas by (global) token id
-    const auto& rs = replicas[static_cast<size_t>(e)];
-    return rs[static_cast<size_t>(token % Index(rs.size()))];
-  };
-  auto rank_of = [&](Index slot) { return static_cast<int>(slot / S); };
-  // The products of rows grouped by this rank's local slot (group g = slot rank * S + g, its expert's weights).
-  auto slot_products = [&](const Mat<double>& xs, const std::vector<Index>& gs) {
-    Mat<double> out = Mat<double>::Zero(xs.rows(), D);
-    Index start = 0;
-    for (Index g = 0; g < S; ++g) {
-      const Index n = gs[static_cast<size_t>(g)];
-      if (n > 0)
-        out.middleRows(start, n) = expert_products(l.w, phy2log[static_cast<size_t>(rank * S + g)],
-                                                   Mat<double>(xs.middleRows(start, n)), std::vector<Index>{n});
-      start += n;
-    }
-    return out;
-  };
+  const ep::Slots slots = ep::make_slots(phy2log, E, P);
+  auto slot_of = [&](Index token, Index e) { return slots.slot_of(token, e); };
+  auto rank_of = [&](Index slot) { return slots.rank_of(slot); };
   Mat<double> y = Mat<double>::Zero(Tp, D);
   std::vector<Index> my_group_sizes(static_cast<size_t>(S), 0);
   int64_t sent_bytes = 0, model_bytes = 0;
-  auto dest_of_a = [&](Index a) {  // home assignment a -> rank of its slot
-    return rank_of(slot_of(t0 + a / k, r.topk_idx.data[static_cast<size_t>(a)]));
-  };
   auto wa = [&](Index a) { return o.plant_swap_weights ? (a / k) * k + (a % k + 1) % k : a; };  // planted bug
 
   if (o.variant == "a2a") {
-    // Dispatch: assignments grouped by destination rank, in assignment order within each.
-    std::vector<int> scount(static_cast<size_t>(P), 0);
-    for (Index a = 0; a < Tp * k; ++a) ++scount[static_cast<size_t>(dest_of_a(a))];
-    std::vector<int> rcount(static_cast<size_t>(P));
-    MPI_Alltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, MPI_COMM_WORLD);
-    const std::vector<int> sdispl = displs(scount), rdispl = displs(rcount);
-    const int nsend = sdispl.back() + scount.back(), nrecv = rdispl.back() + rcount.back();
-    std::vector<double> srows(static_cast<size_t>(nsend) * D);
-    std::vector<int64_t> sexp(static_cast<size_t>(nsend));
-    std::vector<Index> slot(static_cast<size_t>(Tp * k));  // assignment -> its position in the send buffer
-    std::vector<int> fill = sdispl;
-    for (Index a = 0; a < Tp * k; ++a) {
-      const Index e = slot_of(t0 + a / k, r.topk_idx.data[static_cast<size_t>(a)]);  // what travels: the slot
-      const int pos = fill[static_cast<size_t>(dest_of_a(a))]++;
-      slot[static_cast<size_t>(a)] = pos;
-      std::copy(xh.row(a / k).data(), xh.row(a / k).data() + D, srows.data() + static_cast<size_t>(pos) * D);
-      sexp[static_cast<size_t>(pos)] = e;
-    }
-    std::vector<double> rrows(static_cast<size_t>(nrecv) * D);
-    std::vector<int64_t> rexp(static_cast<size_t>(nrecv));
-    auto scaled = [D](std::vector<int> v) {
-      for (int& c : v) c *= static_cast<int>(D);
-      return v;
-    };
-    MPI_Alltoallv(sexp.data(), scount.data(), sdispl.data(), MPI_INT64_T, rexp.data(), rcount.data(), rdispl.data(),
-                  MPI_INT64_T, MPI_COMM_WORLD);
-    MPI_Alltoallv(srows.data(), scaled(scount).data(), scaled(sdispl).data(), MPI_DOUBLE, rrows.data(),
-                  scaled(rcount).data(), scaled(rdispl).data(), MPI_DOUBLE, MPI_COMM_WORLD);
-    for (int p = 0; p < P; ++p) {
-      if (p != rank) sent_bytes += int64_t{scount[static_cast<size_t>(p)]} * D * 8;
-      if (node_of(p) != node_of(rank)) inter_rows += rcount[static_cast<size_t>(p)];
-    }
-    // The rank's experts: sort what arrived by local expert, grouped products, back in arrival order.
-    std::vector<Index> keys(static_cast<size_t>(nrecv));
-    for (int i = 0; i < nrecv; ++i) keys[static_cast<size_t>(i)] = rexp[static_cast<size_t>(i)] - rank * S;
-    const Permutation p = sort_by_key(keys, S);
-    my_group_sizes = p.group_sizes;
-    const Mat<double> rx = Eigen::Map<const Mat<double>>(rrows.data(), nrecv, D);
-    const Mat<double> o = slot_products(gather_rows(rx, p.sort_idx, 1, nrecv), p.group_sizes);
-    std::vector<double> back(static_cast<size_t>(nrecv) * D);
-    for (int i = 0; i < nrecv; ++i)
-      std::copy(o.row(p.inverse[static_cast<size_t>(i)]).data(), o.row(p.inverse[static_cast<size_t>(i)]).data() + D,
-                back.data() + static_cast<size_t>(i) * D);
-    // Combine: the outputs return along the same counts, reversed.
-    std::vector<double> got(static_cast<size_t>(nsend) * D);
-    MPI_Alltoallv(back.data(), scaled(rcount).data(), scaled(rdispl).data(), MPI_DOUBLE, got.data(),
-                  scaled(scount).data(), scaled(sdispl).data(), MPI_DOUBLE, MPI_COMM_WORLD);
-    for (int q = 0; q < P; ++q)
-      if (q != rank) sent_bytes += int64_t{rcount[static_cast<size_t>(q)]} * D * 8;
-    for (Index t = 0; t < Tp; ++t)
-      for (Index j = 0; j < k; ++j) {
-        const Index a = t * k + j;
-        y.row(t) += r.topk_weight.data[static_cast<size_t>(wa(a))] *
-                    Eigen::Map<const RowVec<double>>(got.data() + static_cast<size_t>(slot[static_cast<size_t>(a)]) * D, D);
-      }
+    // Dispatch, grouped products, combine: ladder/mpi/ep_a2a.hpp.
+    ep::A2AOut a = ep::a2a_moe(l.w, xh, r, t0, slots, rank, P, 60, o.plant_swap_weights);
+    y = std::move(a.y);
+    my_group_sizes = a.group_sizes;
+    sent_bytes = a.sent_bytes;
+    for (int p = 0; p < P; ++p)
+      if (node_of(p) != node_of(rank)) inter_rows += a.recv_rows[static_cast<size_t>(p)];
   } else {
     // AllGather every token row and its routing; each rank computes its experts' weighted outputs for all
     // tokens; ReduceScatter sums the partials onto the home ranks.
@@ -274,7 +202,7 @@ int run(const Options& o, int rank, int P) {
     }
     const Permutation p = sort_by_key(keys, S);
     my_group_sizes = p.group_sizes;
-    const Mat<double> o = slot_products(gather_rows(xall, p.sort_idx, k, T * k), p.group_sizes);
+    const Mat<double> o = ep::slot_products(l.w, slots, rank, gather_rows(xall, p.sort_idx, k, T * k), p.group_sizes);
     Mat<double> partial = Mat<double>::Zero(T, D);
     for (Index a = 0; a < T * k; ++a)
       if (keys[static_cast<size_t>(a)] < S)

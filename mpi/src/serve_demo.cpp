@@ -1,0 +1,214 @@
+// mpi/src/serve_demo.cpp -- ladder-serve-demo: a small prefill/decode-disaggregated, expert-parallel serving
+// pipeline end to end on N local ranks, timed per stage and checked bit for bit against one process.
+//
+//   mpirun -np 4 --oversubscribe ladder-serve-demo [--prompts 1,63,64,65,300] [--steps 4] [--layers 2]
+//                                                  [--layer-shards 1] [--experts 8] [--timeout 20]
+//
+// Ranks 0 .. N-2 are prefill instances, rank N-1 the decode instance (DistServe OSDI'24: the phases on
+// separate instances). 1. Prefill: each prefill rank runs the stack of stage 03 MLA layers over its
+// prompts into its paged cache (with --layer-shards S the layers are split over S pipeline stages).
+// 2. Migration: the decode rank pulls every layer's blocks into its own pools
+// (ladder/mpi/kv_transport.hpp). 3. Decode: each step runs the MLA layers over the migrated caches
+// (flash_mla) on the decode rank, then a MoE layer (stage 04: V3 gate, top-2, a shared expert) whose
+// experts are spread E/N over ALL N ranks: the decode batch is dispatched and combined by all-to-all
+// (ladder/mpi/ep_a2a.hpp). DeepSeek-V3's decode instances run their MoE expert-parallel over many GPUs
+// (the Huawei report); here the prefill ranks, idle once their KV has left, hold experts too.
+// Printed: prefill time (slowest prefill rank), migration time and rate, the decode step split into the
+// MLA layers and the MoE all-to-all, the migration's share, and one correctness line: the MLA output u
+// and the MoE output y of every step against the same pipeline in one process (BIT-IDENTICAL or
+// DIFFERENT (FAIL), exit 1).
+#include <mpi.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ladder/moe/dense.hpp"
+#include "ladder/moe/gate.hpp"
+#include "ladder/moe/synthetic.hpp"
+#include "ladder/mpi/ep_a2a.hpp"
+#include "ladder/mpi/kv_transport.hpp"
+
+namespace {
+
+using namespace ladder;
+using namespace ladder::kvmig;
+
+struct Options {
+  PipelineConfig cfg;
+  TransportOptions t;
+  moe::Index experts = 8;
+  bool plant_swap_weights = false;  // test: the MoE combine weights each output by the next top-k weight
+};
+
+int64_t parse_int(const std::string& s, const char* what) {
+  require(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() <= 9,
+          "serve-demo: {} = '{}' violates a non-negative integer", what, s);
+  return std::stoll(s);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  o.cfg.prompt_lens = {1, 63, 64, 65, 300};
+  o.cfg.layers = 2;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      require(i + 1 < argc, "serve-demo: {} needs a value", a);
+      return argv[++i];
+    };
+    if (a == "--prompts") {
+      o.cfg.prompt_lens.clear();
+      const std::string v = value();
+      for (size_t p = 0; p <= v.size();) {
+        const size_t q = std::min(v.find(',', p), v.size());
+        o.cfg.prompt_lens.push_back(parse_int(v.substr(p, q - p), "--prompts"));
+        p = q + 1;
+      }
+    } else if (a == "--steps") o.cfg.decode_steps = parse_int(value(), "--steps");
+    else if (a == "--layers") o.cfg.layers = parse_int(value(), "--layers");
+    else if (a == "--layer-shards") o.cfg.layer_shards = parse_int(value(), "--layer-shards");
+    else if (a == "--decode-blocks") o.cfg.decode_blocks = parse_int(value(), "--decode-blocks");
+    else if (a == "--experts") o.experts = parse_int(value(), "--experts");
+    else if (a == "--timeout") o.t.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
+    else if (a == "--test-plant-swap-weights") o.plant_swap_weights = true;
+    else throw Error(fmt::format("serve-demo: unknown argument '{}' (see the header of mpi/src/serve_demo.cpp)", a));
+  }
+  require(o.t.timeout_s >= 1, "serve-demo: --timeout = {} violates >= 1 second", o.t.timeout_s);
+  return o;
+}
+
+// The MoE layer after the MLA stack: hidden = the MLA model's, 61 inner, top-2 of E, a shared expert.
+moe::Weights<double> moe_layer(const Options& o) {
+  moe::Config m;
+  m.hidden = mla::small_config().hidden, m.inter = 61, m.n_experts = o.experts, m.top_k = 2;
+  m.route_scale = 2.5, m.shared_inter = 32;
+  moe::check_config(m);
+  return moe::make_weights(m, o.cfg.seed + 5);
+}
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+int run(const Options& o, int rank, int N, const Layout& lay) {
+  const PipelineConfig& c = o.cfg;
+  const moe::Weights<double> w = moe_layer(o);
+  std::vector<moe::Index> identity(static_cast<size_t>(o.experts));
+  for (moe::Index e = 0; e < o.experts; ++e) identity[static_cast<size_t>(e)] = e;
+  const ep::Slots slots = ep::make_slots(identity, o.experts, N);
+  const int decode_rank = N - 1;
+  int64_t expert_rows = 0;  // rows this rank's experts computed over all steps
+  auto moe_step = [&](const Mat<double>& x, bool plant) {  // every rank joins; x: this rank's home tokens
+    moe::Routing<double> r{Array<moe::Index>({x.rows(), 2}), Array<double>({x.rows(), 2})};
+    if (x.rows() > 0) r = moe::gate(w, x);
+    ep::A2AOut a = ep::a2a_moe(w, x, r, 0, slots, rank, N, o.t.timeout_s, plant);
+    for (moe::Index g : a.group_sizes) expert_rows += g;
+    if (x.rows() > 0) moe::add_shared(w, x, a.y);
+    return a.y;
+  };
+  double prefill_s = 0, migrate_s = 0, decode_s = 0, moe_s = 0;
+  int64_t bytes = 0;
+  std::vector<Mat<float>> us;
+  std::vector<Mat<double>> ys;
+  if (rank != decode_rank) {
+    prefill_s = prefill_serve(c, o.t, rank, lay, decode_rank);
+    for (int64_t t = 0; t < c.decode_steps; ++t) moe_step(Mat<double>(0, w.cfg.hidden), false);
+  } else {
+    const std::vector<mla::Weights<float>> W = model(c);
+    Migrated m = migrate_in(c, o.t, lay, W[0].cfg.kv_dim());
+    migrate_s = m.seconds, bytes = m.bytes;
+    const auto d0 = Clock::now();
+    us = decode(W, c, std::move(m.caches), [&](int64_t, const Mat<float>& u) {
+      const auto e0 = Clock::now();
+      ys.push_back(moe_step(u.cast<double>(), o.plant_swap_weights));
+      moe_s += since(e0);
+    });
+    decode_s = since(d0);
+  }
+  // Per-rank figures to the decode rank (non-blocking collectives with a deadline, like every wait here).
+  double slowest_prefill = 0;
+  std::vector<int64_t> rows(static_cast<size_t>(N));
+  MPI_Request req;
+  MPI_Ireduce(&prefill_s, &slowest_prefill, 1, MPI_DOUBLE, MPI_MAX, decode_rank, MPI_COMM_WORLD, &req);
+  ep::wait_collective(req, o.t.timeout_s, "the prefill times' reduce");
+  MPI_Igather(&expert_rows, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, decode_rank, MPI_COMM_WORLD, &req);
+  ep::wait_collective(req, o.t.timeout_s, "the expert rows' gather");
+  if (rank != decode_rank) return 0;
+
+  // The same pipeline in one process: prefill, admit, decode, the MoE layer on all tokens in one place.
+  std::vector<Mat<double>> want_y;
+  const std::vector<Mat<float>> want_u = one_process(c, [&](int64_t, const Mat<float>& u) {
+    const Mat<double> x = u.cast<double>();
+    want_y.push_back(moe::sorted_dropless(w, x, moe::gate(w, x)).y);
+  });
+  auto same = [](const auto& a, const auto& b) {
+    bool eq = a.size() == b.size();
+    for (size_t t = 0; eq && t < a.size(); ++t)
+      eq = a[t].size() == b[t].size() &&
+           std::memcmp(a[t].data(), b[t].data(), static_cast<size_t>(a[t].size()) * sizeof(*a[t].data())) == 0;
+    return eq;
+  };
+  const bool u_same = same(us, want_u), y_same = same(ys, want_y);
+  const double step_s = decode_s / double(c.decode_steps);
+  fmt::print("serve-demo: {} ranks: {} prefill ({} group(s) x {} stage(s), {} MLA layers) -> 1 decode rank; MoE {} "
+             "experts over all {} ranks ({} each), top-2, all-to-all dispatch/combine\n",
+             N, lay.prefill_ranks, lay.groups(), lay.shards, c.layers, o.experts, N, o.experts / N);
+  fmt::print("  prefill    {:9.3f} ms  (slowest prefill rank; prompts [{}])\n", slowest_prefill * 1e3,
+             fmt::join(c.prompt_lens, ","));
+  fmt::print("  migration  {:9.3f} ms  ({} bytes, {:.2f} GB/s)\n", migrate_s * 1e3, bytes, bytes / migrate_s / 1e9);
+  fmt::print("  decode     {:9.3f} ms per step over {} steps (MLA layers {:.3f} ms + MoE all-to-all {:.3f} ms)\n",
+             step_s * 1e3, c.decode_steps, (decode_s - moe_s) / double(c.decode_steps) * 1e3,
+             moe_s / double(c.decode_steps) * 1e3);
+  fmt::print("  migration = {:.2f} decode steps; migration / (migration + {} decode steps) = {:.1f}%\n",
+             migrate_s / step_s, c.decode_steps, 100 * migrate_s / (migrate_s + decode_s));
+  fmt::print("  expert rows per rank over the steps: {}\n", fmt::join(rows, " "));
+  fmt::print("  decode output vs one process (MLA u and MoE y of every step): {}\n",
+             u_same && y_same ? "BIT-IDENTICAL"
+                              : fmt::format("DIFFERENT (FAIL): u {}, y {}", u_same ? "same" : "different",
+                                            y_same ? "same" : "different"));
+  return u_same && y_same ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int rc = 0;
+  bool checked = false;  // past the checks every rank makes alike
+  try {
+    const Options o = parse(argc, argv);
+    require(size >= 2, "serve-demo: {} rank(s) violates >= 2 (prefill ranks + one decode rank; mpirun -np N)", size);
+    // Every rank must run the same configuration: compare digests before any work.
+    const uint64_t mine = o.cfg.digest() ^ (static_cast<uint64_t>(o.experts) * 0x9e3779b97f4a7c15ull);
+    uint64_t lo = 0, hi = 0;
+    MPI_Allreduce(&mine, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    require(lo == hi, "serve-demo: rank {}: the ranks were given different configurations", rank);
+    validate(o.cfg);
+    const Layout lay = make_layout(o.cfg, size - 1);
+    require(o.experts >= 2 && o.experts % size == 0, "serve-demo: --experts = {} violates a multiple (>= 2) of the "
+            "rank count {} (every rank holds E/N experts)", o.experts, size);
+    moe_layer(o);
+    checked = true;
+    rc = run(o, rank, size, lay);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ladder-serve-demo: rank %d: error: %s\n", rank, e.what());
+    std::fflush(stderr);
+    // A configuration error is seen by every rank alike (checked before any message): each exits.
+    // Anything later may leave peers waiting: abort the job, which ends every rank with an error.
+    if (!checked) {
+      MPI_Finalize();
+      return 2;
+    }
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Finalize();
+  return rc;
+}
