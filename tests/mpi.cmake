@@ -38,7 +38,13 @@ if(TARGET ladder-kv-migrate)
   add_test(NAME mpi.kv_migrate.reshard.np3 COMMAND ${run} -np 3 ${exe} --layers 2 --layer-shards 2)
   add_test(NAME mpi.kv_migrate.reshard.np5 COMMAND ${run} -np 5 ${exe} --layers 4 --layer-shards 2 --prompts 1,15,16,17,200,3
            --block-size 16 --decode-blocks 40 --steps 3)
-  foreach(t reshard.np3 reshard.np5)
+  # The other direction and an M:N split whose boundaries do not line up: one prefill rank -> 2 decode stages;
+  # 2 prefill stages (layers 0-2 | 3-5) -> 3 decode stages (0-1 | 2-3 | 4-5), so the middle decode stage pulls
+  # layer 2 from one prefill rank and layer 3 from the other, and decode stages pass hidden states on each step.
+  add_test(NAME mpi.kv_migrate.reshard.decode_stages_np3 COMMAND ${run} -np 3 ${exe} --layers 2 --decode-shards 2)
+  add_test(NAME mpi.kv_migrate.reshard.m_to_n_np5 COMMAND ${run} -np 5 ${exe} --layers 6 --layer-shards 2 --decode-shards 3
+           --prompts 1,15,16,17,200,3 --block-size 16 --decode-blocks 40 --steps 3)
+  foreach(t reshard.np3 reshard.np5 reshard.decode_stages_np3 reshard.m_to_n_np5)
     set_tests_properties(mpi.kv_migrate.${t} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
                          PASS_REGULAR_EXPRESSION "resharded.*BIT-IDENTICAL")
   endforeach()
@@ -46,6 +52,14 @@ if(TARGET ladder-kv-migrate)
            --test-plant-layer-offset)
   set_tests_properties(mpi.kv_migrate.reshard.planted_layer_offset PROPERTIES LABELS mpi ENVIRONMENT "${env}"
                        PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION "resharded.*DIFFERENT \\(FAIL\\)")
+  add_test(NAME mpi.kv_migrate.reshard.planted_layer_offset_decode COMMAND ${run} -np 3 ${exe} --layers 4 --decode-shards 2
+           --test-plant-layer-offset)
+  set_tests_properties(mpi.kv_migrate.reshard.planted_layer_offset_decode PROPERTIES LABELS mpi ENVIRONMENT "${env}"
+                       PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION "resharded.*DIFFERENT \\(FAIL\\)")
+  add_test(NAME mpi.kv_migrate.reshard.no_prefill_rank COMMAND ${run} -np 2 ${exe} --layers 2 --decode-shards 2)
+  set_tests_properties(mpi.kv_migrate.reshard.no_prefill_rank PROPERTIES LABELS mpi ENVIRONMENT "${env}"
+                       PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION
+                       "rank 1: error: .*2 ranks violates > --decode-shards = 2")
   add_test(NAME mpi.kv_migrate.reshard.shards_not_divisor COMMAND ${run} -np 4 ${exe} --layers 2 --layer-shards 2)
   set_tests_properties(mpi.kv_migrate.reshard.shards_not_divisor PROPERTIES LABELS mpi ENVIRONMENT "${env}"
                        PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION
@@ -113,14 +127,17 @@ if(TARGET ladder-ep-moe)
 endif()
 # The serve demo (ladder-serve-demo): prefill ranks, KV migration, decode steps whose MoE layer runs
 # expert-parallel on every rank (all-to-all); the MLA and MoE outputs of every step bit-identical to one
-# process on 4 ranks, and on 5 with the prefill layers split over two pipeline stages (resharded). A planted
+# process on 4 ranks, and on 5 with the prefill layers split over two pipeline stages (resharded) or three
+# prefill stages feeding two decode stages (3 layers: the boundaries differ). A planted
 # combine bug (each expert output weighted by the token's other top-k weight) must fail; experts not
 # divisible by the ranks are one error on every rank.
 if(TARGET ladder-serve-demo)
   set(exe $<TARGET_FILE:ladder-serve-demo>)
   add_test(NAME mpi.serve_demo.np4 COMMAND ${run} -np 4 ${exe})
   add_test(NAME mpi.serve_demo.np5_reshard COMMAND ${run} -np 5 ${exe} --layer-shards 2 --experts 10)
-  foreach(t np4 np5_reshard)
+  add_test(NAME mpi.serve_demo.np5_stages COMMAND ${run} -np 5 ${exe} --layers 3 --layer-shards 3 --decode-shards 2
+           --experts 10)
+  foreach(t np4 np5_reshard np5_stages)
     set_tests_properties(mpi.serve_demo.${t} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
                          PASS_REGULAR_EXPRESSION "prefill .*migration .*decode .*MoE all-to-all.*every step\\): BIT-IDENTICAL")
   endforeach()

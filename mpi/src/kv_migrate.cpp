@@ -3,17 +3,19 @@
 // same pipeline in one process (ladder/mpi/kv_pipeline.hpp).
 //
 //   mpirun -np 3 ladder-kv-migrate [--prompts 1,63,64,65,1000] [--steps 4] [--decode-blocks 64] [--write-link F]
+//                                  [--layers 1] [--layer-shards 1] [--decode-shards 1]
 //
 // --write-link FILE: the decode rank fits time = latency + bytes / rate over the prompts' migrations
 // (least squares, one point per prompt) and writes {"link_GBps", "latency_ms", ...} to FILE as JSON;
 // the simulator reads it with "kv_transfer": {"measured": "FILE"} (stage 06's KV-transfer model fed the
 // rate measured here).
 //
-// --layers L --layer-shards S: a stack of L MLA layers; the prefill ranks form groups of S pipeline stages,
-// each holding L/S layers and their blocks, and the decode rank, holding all layers, pulls each layer's
-// blocks from the rank that owns it (DistServe's resharding between differently partitioned instances).
+// --layers L --layer-shards S --decode-shards D: a stack of L MLA layers; the prefill ranks form groups of
+// S pipeline stages, each holding its share of the layers and their blocks; the decode instance is D
+// pipeline stages (the last D ranks); each decode stage pulls each of its layers' blocks from the prefill
+// rank that owns it (DistServe's resharding between differently partitioned instances).
 //
-// Ranks 0 .. P-1 are prefill instances (prompt b goes to group b mod (P/S)), rank P is the decode
+// Ranks 0 .. P-1 are prefill instances (prompt b goes to group b mod (P/S)), ranks P .. P+D-1 the decode
 // instance. Transport and protocol: ladder/mpi/kv_transport.hpp (pull-based request/response with a
 // deadline naming the peer on every wait).
 #include <mpi.h>
@@ -85,6 +87,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--test-plant-layer-offset") o.t.plant_layer_offset = true;
     else if (a == "--layers") o.cfg.layers = parse_int(value(), "--layers");
     else if (a == "--layer-shards") o.cfg.layer_shards = parse_int(value(), "--layer-shards");
+    else if (a == "--decode-shards") o.cfg.decode_shards = parse_int(value(), "--decode-shards");
     else if (a == "--write-link") o.write_link = value();
     else throw Error(fmt::format("kv-migrate: unknown argument '{}' (see the header of mpi/src/kv_migrate.cpp)", a));
   }
@@ -92,14 +95,47 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-int decode_rank(const Options& o, const Layout& lay) {
+// Decode stage k (rank prefill_ranks + k) of D: pulls its layers, then decodes them, receiving each step's
+// hidden states from stage k - 1 and sending its own on to stage k + 1. The last stage reports.
+int decode_rank(const Options& o, const Layout& lay, int64_t k) {
   const PipelineConfig& c = o.cfg;
   const std::vector<mla::Weights<float>> W = model(c);
-  Migrated m = migrate_in(c, o.t, lay, W[0].cfg.kv_dim());
-  const double migrate_s = m.seconds;
-  const int64_t migrated_bytes = m.bytes;
-  const int prefill_ranks = lay.prefill_ranks;
+  const int64_t D = lay.decode_shards, l0 = first_layer(c, D, k), l1 = first_layer(c, D, k + 1);
+  const int me = lay.decode_rank(k);
+  Migrated m = migrate_in(c, o.t, lay, W[0].cfg.kv_dim(), k);
   const int64_t block_floats = m.caches[0].pool.block_floats();
+  StepInput x_in;
+  StepOutput pass_on;
+  if (k > 0)
+    x_in = [&](int64_t t) {
+      Mat<float> x(c.prompts(), W[0].cfg.hidden);
+      recv(x.data(), static_cast<int>(x.size()), MPI_FLOAT, me - 1, kActivation, 10 * o.t.timeout_s,
+           fmt::format("hidden states of decode step {} at layer {}", t, l0));
+      return x;
+    };
+  if (k + 1 < D)
+    pass_on = [&](int64_t t, const Mat<float>& x) {
+      send(x.data(), static_cast<int>(x.size()), MPI_FLOAT, me + 1, kActivation, 10 * o.t.timeout_s,
+           fmt::format("hidden states of decode step {} at layer {}", t, l1));
+    };
+  const auto d0 = Clock::now();
+  const std::vector<Mat<float>> got = decode_layers(W, c, l0, l1, std::move(m.caches), x_in, pass_on);
+  const double decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
+  // The migration of every decode stage, summed (bytes) and the slowest (time), on the last stage.
+  double migrate_s = m.seconds;
+  int64_t migrated_bytes = m.bytes;
+  if (k + 1 < D) {
+    const double report[2] = {m.seconds, double(m.bytes)};
+    send(report, 2, MPI_DOUBLE, lay.decode_rank(D - 1), kReport, 10 * o.t.timeout_s, "the migration report");
+    return 0;
+  }
+  for (int64_t k2 = 0; k2 + 1 < D; ++k2) {
+    double report[2];
+    recv(report, 2, MPI_DOUBLE, lay.decode_rank(k2), kReport, 10 * o.t.timeout_s, "the migration report");
+    migrate_s = std::max(migrate_s, report[0]);
+    migrated_bytes += static_cast<int64_t>(report[1]);
+  }
+  const int prefill_ranks = lay.prefill_ranks;
   // A plain memcpy of the same bytes, block by block, in the same run: the migration's yardstick.
   std::vector<float> src(static_cast<size_t>(migrated_bytes / 4)), dst(src.size());
   std::fill(src.begin(), src.end(), 1.0f);
@@ -110,21 +146,17 @@ int decode_rank(const Options& o, const Layout& lay) {
                   std::min(src.size() - i, static_cast<size_t>(block_floats)) * sizeof(float));
   const double memcpy_s = std::chrono::duration<double>(Clock::now() - m0).count() / 5;
 
-  const auto d0 = Clock::now();
-  const std::vector<Mat<float>> got = decode(W, c, std::move(m.caches));
-  const double decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
   const std::vector<Mat<float>> want = one_process(c);
   bool same = got.size() == want.size();
   for (size_t t = 0; same && t < got.size(); ++t)
     same = got[t].size() == want[t].size() &&
            std::memcmp(got[t].data(), want[t].data(), static_cast<size_t>(got[t].size()) * sizeof(float)) == 0;
   const std::string lens = fmt::format("{}", fmt::join(c.prompt_lens, ","));
-  fmt::print("kv-migrate: {} prefill rank(s) -> 1 decode rank; prompts [{}]; block size {}; {} decode steps\n",
-             prefill_ranks, lens, c.block_size, c.decode_steps);
+  fmt::print("kv-migrate: {} prefill rank(s) -> {} decode rank(s); prompts [{}]; block size {}; {} decode steps\n",
+             prefill_ranks, D, lens, c.block_size, c.decode_steps);
   if (c.layers > 1)
-    fmt::print("  {} layers; prefill: {} group(s) of {} pipeline stage(s) ({} layers each), decode: 1 rank with all "
-               "layers (resharded: each layer's blocks pulled from the rank that owns it)\n",
-               c.layers, lay.groups(), lay.shards, c.layers / lay.shards);
+    fmt::print("  {} layers; prefill: {} group(s) of {} pipeline stage(s), decode: {} pipeline stage(s) (resharded: "
+               "each layer's blocks pulled from the rank that owns it)\n", c.layers, lay.groups(), lay.shards, D);
   fmt::print("  migrated {} bytes in {:.3f} ms: {:.2f} GB/s (memcpy of the same bytes here: {:.2f} GB/s, {:.1f}x)\n",
              migrated_bytes, migrate_s * 1e3, migrated_bytes / migrate_s / 1e9, migrated_bytes / memcpy_s / 1e9,
              memcpy_s > 0 ? migrate_s / memcpy_s : 0.0);
@@ -183,10 +215,10 @@ int main(int argc, char** argv) {
     require(lo == hi, "kv-migrate: rank {}: the ranks were given different configurations (digest {:016x}; "
             "min {:016x}, max {:016x} over all ranks)", rank, mine, lo, hi);
     validate(o.cfg);
-    const Layout lay = make_layout(o.cfg, size - 1);
+    const Layout lay = make_layout(o.cfg, size);
     checked = true;
-    if (rank == size - 1) rc = decode_rank(o, lay);
-    else prefill_serve(o.cfg, o.t, rank, lay, size - 1);
+    if (rank >= lay.prefill_ranks) rc = decode_rank(o, lay, rank - lay.prefill_ranks);
+    else prefill_serve(o.cfg, o.t, rank, lay);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ladder-kv-migrate: rank %d: error: %s\n", rank, e.what());
     std::fflush(stderr);

@@ -2,10 +2,11 @@
 // pipeline end to end on N local ranks, timed per stage and checked bit for bit against one process.
 //
 //   mpirun -np 4 --oversubscribe ladder-serve-demo [--prompts 1,63,64,65,300] [--steps 4] [--layers 2]
-//                                                  [--layer-shards 1] [--experts 8] [--timeout 20]
+//                                                  [--layer-shards 1] [--decode-shards 1] [--experts 8]
 //
 // Ranks 0 .. N-2 are prefill instances, rank N-1 the decode instance (DistServe OSDI'24: the phases on
-// separate instances). 1. Prefill: each prefill rank runs the stack of stage 03 MLA layers over its
+// separate instances; with --decode-shards D the decode instance is the last D ranks, its layers split
+// over D pipeline stages). 1. Prefill: each prefill rank runs the stack of stage 03 MLA layers over its
 // prompts into its paged cache (with --layer-shards S the layers are split over S pipeline stages).
 // 2. Migration: the decode rank pulls every layer's blocks into its own pools
 // (ladder/mpi/kv_transport.hpp). 3. Decode: each step runs the MLA layers over the migrated caches
@@ -73,6 +74,7 @@ Options parse(int argc, char** argv) {
     } else if (a == "--steps") o.cfg.decode_steps = parse_int(value(), "--steps");
     else if (a == "--layers") o.cfg.layers = parse_int(value(), "--layers");
     else if (a == "--layer-shards") o.cfg.layer_shards = parse_int(value(), "--layer-shards");
+    else if (a == "--decode-shards") o.cfg.decode_shards = parse_int(value(), "--decode-shards");
     else if (a == "--decode-blocks") o.cfg.decode_blocks = parse_int(value(), "--decode-blocks");
     else if (a == "--experts") o.experts = parse_int(value(), "--experts");
     else if (a == "--timeout") o.t.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
@@ -100,7 +102,7 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   std::vector<moe::Index> identity(static_cast<size_t>(o.experts));
   for (moe::Index e = 0; e < o.experts; ++e) identity[static_cast<size_t>(e)] = e;
   const ep::Slots slots = ep::make_slots(identity, o.experts, N);
-  const int decode_rank = N - 1;
+  const int last = N - 1;  // the last decode stage: the batch's MoE tokens live here
   int64_t expert_rows = 0;  // rows this rank's experts computed over all steps
   auto moe_step = [&](const Mat<double>& x, bool plant) {  // every rank joins; x: this rank's home tokens
     moe::Routing<double> r{Array<moe::Index>({x.rows(), 2}), Array<double>({x.rows(), 2})};
@@ -114,30 +116,51 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   int64_t bytes = 0;
   std::vector<Mat<float>> us;
   std::vector<Mat<double>> ys;
-  if (rank != decode_rank) {
-    prefill_s = prefill_serve(c, o.t, rank, lay, decode_rank);
-    for (int64_t t = 0; t < c.decode_steps; ++t) moe_step(Mat<double>(0, w.cfg.hidden), false);
-  } else {
+  const int64_t hidden = w.cfg.hidden, D = lay.decode_shards;
+  if (rank < lay.prefill_ranks) {
+    prefill_s = prefill_serve(c, o.t, rank, lay);
+    for (int64_t t = 0; t < c.decode_steps; ++t) moe_step(Mat<double>(0, hidden), false);
+  } else {  // decode stage k of D: its layers, then (last stage) the MoE layer on the batch
+    const int64_t k = rank - lay.prefill_ranks, l0 = first_layer(c, D, k), l1 = first_layer(c, D, k + 1);
     const std::vector<mla::Weights<float>> W = model(c);
-    Migrated m = migrate_in(c, o.t, lay, W[0].cfg.kv_dim());
+    Migrated m = migrate_in(c, o.t, lay, W[0].cfg.kv_dim(), k);
     migrate_s = m.seconds, bytes = m.bytes;
+    StepInput x_in;
+    if (k > 0)
+      x_in = [&](int64_t t) {
+        Mat<float> x(c.prompts(), hidden);
+        recv(x.data(), static_cast<int>(x.size()), MPI_FLOAT, rank - 1, kActivation, 10 * o.t.timeout_s,
+             fmt::format("hidden states of decode step {} at layer {}", t, l0));
+        return x;
+      };
     const auto d0 = Clock::now();
-    us = decode(W, c, std::move(m.caches), [&](int64_t, const Mat<float>& u) {
+    us = decode_layers(W, c, l0, l1, std::move(m.caches), x_in, [&](int64_t t, const Mat<float>& x) {
+      if (k + 1 < D)
+        send(x.data(), static_cast<int>(x.size()), MPI_FLOAT, rank + 1, kActivation, 10 * o.t.timeout_s,
+             fmt::format("hidden states of decode step {} at layer {}", t, l1));
       const auto e0 = Clock::now();
-      ys.push_back(moe_step(u.cast<double>(), o.plant_swap_weights));
+      Mat<double> y = moe_step(rank == last ? Mat<double>(x.cast<double>()) : Mat<double>(0, hidden),
+                               rank == last && o.plant_swap_weights);
+      if (rank == last) ys.push_back(std::move(y));
       moe_s += since(e0);
     });
     decode_s = since(d0);
   }
-  // Per-rank figures to the decode rank (non-blocking collectives with a deadline, like every wait here).
-  double slowest_prefill = 0;
+  // Per-rank figures to the last rank (non-blocking collectives with a deadline, like every wait here).
+  double slowest_prefill = 0, slowest_migration = 0;
+  int64_t all_bytes = 0;
   std::vector<int64_t> rows(static_cast<size_t>(N));
   MPI_Request req;
-  MPI_Ireduce(&prefill_s, &slowest_prefill, 1, MPI_DOUBLE, MPI_MAX, decode_rank, MPI_COMM_WORLD, &req);
+  MPI_Ireduce(&prefill_s, &slowest_prefill, 1, MPI_DOUBLE, MPI_MAX, last, MPI_COMM_WORLD, &req);
   ep::wait_collective(req, o.t.timeout_s, "the prefill times' reduce");
-  MPI_Igather(&expert_rows, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, decode_rank, MPI_COMM_WORLD, &req);
+  MPI_Ireduce(&migrate_s, &slowest_migration, 1, MPI_DOUBLE, MPI_MAX, last, MPI_COMM_WORLD, &req);
+  ep::wait_collective(req, o.t.timeout_s, "the migration times' reduce");
+  MPI_Ireduce(&bytes, &all_bytes, 1, MPI_INT64_T, MPI_SUM, last, MPI_COMM_WORLD, &req);
+  ep::wait_collective(req, o.t.timeout_s, "the migrated bytes' reduce");
+  MPI_Igather(&expert_rows, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, last, MPI_COMM_WORLD, &req);
   ep::wait_collective(req, o.t.timeout_s, "the expert rows' gather");
-  if (rank != decode_rank) return 0;
+  if (rank != last) return 0;
+  migrate_s = slowest_migration, bytes = all_bytes;
 
   // The same pipeline in one process: prefill, admit, decode, the MoE layer on all tokens in one place.
   std::vector<Mat<double>> want_y;
@@ -154,9 +177,9 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   };
   const bool u_same = same(us, want_u), y_same = same(ys, want_y);
   const double step_s = decode_s / double(c.decode_steps);
-  fmt::print("serve-demo: {} ranks: {} prefill ({} group(s) x {} stage(s), {} MLA layers) -> 1 decode rank; MoE {} "
-             "experts over all {} ranks ({} each), top-2, all-to-all dispatch/combine\n",
-             N, lay.prefill_ranks, lay.groups(), lay.shards, c.layers, o.experts, N, o.experts / N);
+  fmt::print("serve-demo: {} ranks: {} prefill ({} group(s) x {} stage(s)) -> {} decode stage(s), {} MLA layers; MoE "
+             "{} experts over all {} ranks ({} each), top-2, all-to-all dispatch/combine\n",
+             N, lay.prefill_ranks, lay.groups(), lay.shards, D, c.layers, o.experts, N, o.experts / N);
   fmt::print("  prefill    {:9.3f} ms  (slowest prefill rank; prompts [{}])\n", slowest_prefill * 1e3,
              fmt::join(c.prompt_lens, ","));
   fmt::print("  migration  {:9.3f} ms  ({} bytes, {:.2f} GB/s)\n", migrate_s * 1e3, bytes, bytes / migrate_s / 1e9);
@@ -192,7 +215,7 @@ int main(int argc, char** argv) {
     MPI_Allreduce(&mine, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     require(lo == hi, "serve-demo: rank {}: the ranks were given different configurations", rank);
     validate(o.cfg);
-    const Layout lay = make_layout(o.cfg, size - 1);
+    const Layout lay = make_layout(o.cfg, size);
     require(o.experts >= 2 && o.experts % size == 0, "serve-demo: --experts = {} violates a multiple (>= 2) of the "
             "rank count {} (every rank holds E/N experts)", o.experts, size);
     moe_layer(o);

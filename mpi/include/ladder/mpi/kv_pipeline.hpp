@@ -35,6 +35,7 @@ struct PipelineConfig {
   uint64_t seed = 1201;
   int64_t layers = 1;        // MLA layers in the stack
   int64_t layer_shards = 1;  // prefill pipeline stages: each prefill rank of a group holds layers/shards
+  int64_t decode_shards = 1; // decode pipeline stages: the decode instance's layers split over this many ranks
 
   int64_t prompts() const { return static_cast<int64_t>(prompt_lens.size()); }
   // Blocks prompt b occupies on the decode side once its N decode tokens are appended.
@@ -54,6 +55,7 @@ struct PipelineConfig {
     mix(static_cast<uint64_t>(decode_steps)), mix(static_cast<uint64_t>(block_size));
     mix(static_cast<uint64_t>(decode_blocks)), mix(seed), mix(static_cast<uint64_t>(prompts()));
     mix(static_cast<uint64_t>(layers)), mix(static_cast<uint64_t>(layer_shards));
+    mix(static_cast<uint64_t>(decode_shards));
     return h;
   }
 };
@@ -72,6 +74,8 @@ inline void validate(const PipelineConfig& c) {
   require(c.layers >= 1 && c.layers <= 64, "kv-migrate: --layers = {} violates 1 <= layers <= 64", c.layers);
   require(c.layer_shards >= 1 && c.layer_shards <= c.layers,
           "kv-migrate: --layer-shards = {} violates 1 <= shards <= --layers = {}", c.layer_shards, c.layers);
+  require(c.decode_shards >= 1 && c.decode_shards <= c.layers,
+          "kv-migrate: --decode-shards = {} violates 1 <= shards <= --layers = {}", c.decode_shards, c.layers);
   int64_t need = 0;
   for (int64_t b = 0; b < c.prompts(); ++b) need += c.decode_need(b);
   require(need <= c.decode_blocks,
@@ -88,8 +92,8 @@ inline std::vector<mla::Weights<float>> model(const PipelineConfig& c) {
   return W;
 }
 
-// The first layer of prefill stage s: stage s of S holds layers [first_layer(s), first_layer(s + 1)).
-inline int64_t first_layer(const PipelineConfig& c, int64_t s) { return s * c.layers / c.layer_shards; }
+// The first layer of pipeline stage s of `shards`: stage s holds layers [first_layer(s), first_layer(s + 1)).
+inline int64_t first_layer(const PipelineConfig& c, int64_t shards, int64_t s) { return s * c.layers / shards; }
 
 // Prompt b's hidden states at layer 0: [L_b, hidden].
 inline Mat<float> prompt_hidden(const PipelineConfig& c, int64_t b, int64_t hidden) {
@@ -195,47 +199,61 @@ inline void admit_rows(DecodeCache& d, const PipelineConfig& c, int64_t b, const
   d.lens[static_cast<size_t>(b)] = rows.rows();
 }
 
-// The decode instance's caches, one per layer (each its own pool and numbering).
-inline std::vector<DecodeCache> make_decode_caches(const PipelineConfig& c, int64_t kv_dim, uint64_t order) {
+// The decode instance's caches for layers [l0, l1), one per layer (each its own pool and numbering).
+inline std::vector<DecodeCache> make_decode_caches(const PipelineConfig& c, int64_t kv_dim, uint64_t order,
+                                                   int64_t l0 = 0, int64_t l1 = -1) {
   std::vector<DecodeCache> d;
-  for (int64_t l = 0; l < c.layers; ++l) d.push_back(make_decode_cache(c, kv_dim, order + static_cast<uint64_t>(l) * 31u));
+  for (int64_t l = l0; l < (l1 < 0 ? c.layers : l1); ++l)
+    d.push_back(make_decode_cache(c, kv_dim, order + static_cast<uint64_t>(l) * 31u));
   return d;
 }
 
-// N decode steps over every admitted prompt (all must be, in every layer); returns the last layer's u of
-// each step, [B, hidden]. after_step(t, u), when given, runs inside step t (the serve demo's MoE layer).
-inline std::vector<Mat<float>> decode(const std::vector<mla::Weights<float>>& W, const PipelineConfig& c,
-                                      std::vector<DecodeCache> d,
-                                      const std::function<void(int64_t, const Mat<float>&)>& after_step = {}) {
+// The new tokens of decode step t: x^0 [B, hidden], each prompt's row from the seed of (b, t).
+inline Mat<float> step_tokens(const PipelineConfig& c, int64_t t, int64_t hidden) {
+  Mat<float> h(c.prompts(), hidden);
+  for (int64_t b = 0; b < c.prompts(); ++b) {
+    Rng rng(c.seed * 7919ull + static_cast<uint64_t>(b) * 65537ull + static_cast<uint64_t>(t));
+    for (int64_t k = 0; k < hidden; ++k) h(b, k) = static_cast<float>(rng.normal());
+  }
+  return h;
+}
+
+using StepInput = std::function<Mat<float>(int64_t)>;                  // t -> x entering the first layer
+using StepOutput = std::function<void(int64_t, const Mat<float>&)>;   // (t, what step t produced)
+
+// N decode steps through layers [l0, l1) (a decode pipeline stage; all layers by default) over their
+// caches d[l - l0], every prompt admitted whole. Step t starts from x_in(t) (default: the new tokens);
+// each layer appends the token's row at position L_b + t and runs flash_mla over the batch. Returns, per
+// step, what leaves the range: x^{l1} = x + u when a layer follows, else the last layer's u [B, hidden];
+// after_step(t, it), when given, runs inside step t (a pipeline stage's send, the serve demo's MoE).
+inline std::vector<Mat<float>> decode_layers(const std::vector<mla::Weights<float>>& W, const PipelineConfig& c,
+                                             int64_t l0, int64_t l1, std::vector<DecodeCache> d,
+                                             const StepInput& x_in, const StepOutput& after_step) {
   const int64_t B = c.prompts(), bs = c.block_size, kv_dim = W[0].cfg.kv_dim(), hidden = W[0].cfg.hidden;
-  require(static_cast<int64_t>(d.size()) == c.layers, "kv-migrate: {} layer caches for {} layers", d.size(), c.layers);
-  std::vector<mla::PagedCache<float>> cache(static_cast<size_t>(c.layers));
-  for (int64_t l = 0; l < c.layers; ++l) {
-    DecodeCache& dl = d[static_cast<size_t>(l)];
+  require(static_cast<int64_t>(d.size()) == l1 - l0, "kv-migrate: {} layer caches for layers [{}, {})", d.size(), l0, l1);
+  std::vector<mla::PagedCache<float>> cache(d.size());
+  for (size_t i = 0; i < d.size(); ++i) {
+    DecodeCache& dl = d[i];
     for (int64_t b = 0; b < B; ++b)
       require(dl.lens[static_cast<size_t>(b)] == c.prompt_lens[static_cast<size_t>(b)],
-              "kv-migrate: prompt {} was not admitted whole in layer {} ({} of {} rows): nothing is decoded", b, l,
-              dl.lens[static_cast<size_t>(b)], c.prompt_lens[static_cast<size_t>(b)]);
-    auto& cl = cache[static_cast<size_t>(l)];
+              "kv-migrate: prompt {} was not admitted whole in layer {} ({} of {} rows): nothing is decoded", b,
+              l0 + static_cast<int64_t>(i), dl.lens[static_cast<size_t>(b)], c.prompt_lens[static_cast<size_t>(b)]);
+    auto& cl = cache[i];
     cl.block_size = bs;
     cl.block_table = Array<int32_t>({B, c.max_blocks()}, -1);
     for (int64_t b = 0; b < B; ++b)
-      for (size_t i = 0; i < dl.blocks[static_cast<size_t>(b)].size(); ++i)
-        cl.block_table.data[b * c.max_blocks() + static_cast<int64_t>(i)] = dl.blocks[static_cast<size_t>(b)][i];
+      for (size_t j = 0; j < dl.blocks[static_cast<size_t>(b)].size(); ++j)
+        cl.block_table.data[b * c.max_blocks() + static_cast<int64_t>(j)] = dl.blocks[static_cast<size_t>(b)][j];
   }
   const auto rung = mla::reference_rung<float>(mla::Variant::flash_mla);
   std::vector<Mat<float>> out;
   for (int64_t t = 0; t < c.decode_steps; ++t) {
     mla::Step<float> step;
-    step.h = Mat<float>(B, hidden);
-    for (int64_t b = 0; b < B; ++b) {
-      Rng rng(c.seed * 7919ull + static_cast<uint64_t>(b) * 65537ull + static_cast<uint64_t>(t));
-      for (int64_t k = 0; k < hidden; ++k) step.h(b, k) = static_cast<float>(rng.normal());
-      step.q_pos.push_back(d[0].lens[static_cast<size_t>(b)]);  // the new token's row
-    }
+    step.h = x_in ? x_in(t) : step_tokens(c, t, hidden);
+    for (int64_t b = 0; b < B; ++b) step.q_pos.push_back(d[0].lens[static_cast<size_t>(b)]);  // the new token's row
     Mat<float> u;
-    for (int64_t l = 0; l < c.layers; ++l) {
-      DecodeCache& dl = d[static_cast<size_t>(l)];
+    for (int64_t l = l0; l < l1; ++l) {
+      DecodeCache& dl = d[static_cast<size_t>(l - l0)];
       const mla::Weights<float>& Wl = W[static_cast<size_t>(l)];
       for (int64_t b = 0; b < B; ++b) {
         const int64_t j = dl.lens[static_cast<size_t>(b)];
@@ -244,21 +262,27 @@ inline std::vector<Mat<float>> decode(const std::vector<mla::Weights<float>>& W,
                   dl.pool.block(dl.blocks[static_cast<size_t>(b)][static_cast<size_t>(j / bs)]) + (j % bs) * kv_dim);
         dl.lens[static_cast<size_t>(b)] = j + 1;
       }
-      auto& cl = cache[static_cast<size_t>(l)];
+      auto& cl = cache[static_cast<size_t>(l - l0)];
       cl.seqlens = dl.lens;
       cl.blocks = dl.pool.data();
       u = mla::run(rung, Wl, cl, step).u;
       if (l + 1 < c.layers) step.h += u;  // x^{l+1} = x^l + u^l
     }
-    if (after_step) after_step(t, u);
-    out.push_back(std::move(u));
+    Mat<float> leaving = l1 < c.layers ? std::move(step.h) : std::move(u);
+    if (after_step) after_step(t, leaving);
+    out.push_back(std::move(leaving));
   }
   return out;
 }
 
+// Every layer in one place: returns the last layer's u of each step.
+inline std::vector<Mat<float>> decode(const std::vector<mla::Weights<float>>& W, const PipelineConfig& c,
+                                      std::vector<DecodeCache> d, const StepOutput& after_step = {}) {
+  return decode_layers(W, c, 0, c.layers, std::move(d), {}, after_step);
+}
+
 // The one-process reference: prefill every prompt through every layer, admit its rows, decode.
-inline std::vector<Mat<float>> one_process(const PipelineConfig& c,
-                                           const std::function<void(int64_t, const Mat<float>&)>& after_step = {}) {
+inline std::vector<Mat<float>> one_process(const PipelineConfig& c, const StepOutput& after_step = {}) {
   const std::vector<mla::Weights<float>> W = model(c);
   std::vector<DecodeCache> d = make_decode_caches(c, W[0].cfg.kv_dim(), c.seed + 17);
   for (int64_t b = 0; b < c.prompts(); ++b) {

@@ -2,19 +2,23 @@
 // over MPI, pull-based as in DistServe (OSDI'24): the functions ladder-kv-migrate and ladder-serve-demo
 // share. The pipeline itself (what is computed) is ladder/mpi/kv_pipeline.hpp.
 //
-// Layout: P prefill ranks in P / S groups of S pipeline stages (S = layer_shards). Rank r is stage
-// r mod S of group r / S and holds layers [first_layer(s), first_layer(s + 1)) and their blocks; prompt b
-// goes to group b mod (P / S). Stage s computes its layers and sends the prompt's hidden states to stage
-// s + 1 (the pipeline's activations); the decode rank holds every layer. This is DistServe's resharding
-// case, prefill and decode partitioned differently: the decode rank pulls each layer's blocks from the
-// rank that owns that layer, and the block table of every layer is rewritten into its own numbering.
+// Layout: P prefill ranks in P / S groups of S pipeline stages (S = layer_shards), then D decode ranks
+// (D = decode_shards): one decode instance whose layers are split over D pipeline stages. Prefill rank r
+// is stage r mod S of group r / S and holds layers [first_layer(S, s), first_layer(S, s + 1)) and their
+// blocks; prompt b goes to group b mod (P / S). A prefill stage computes its layers and sends the
+// prompt's hidden states to the next stage; a decode stage does the same on every decode step. This is
+// DistServe's resharding case, prefill and decode partitioned differently: each decode stage pulls each
+// of its layers' blocks from the prefill rank that owns that layer (any S and D: a decode stage may
+// pull from several prefill stages, a prefill stage serve several decode stages), and the block table of
+// every layer is rewritten into the decode side's own numbering.
 //
 // Protocol (two-sided request/response, MPI_Send / MPI_Irecv): a prefill rank announces a finished
-// prompt (id, length, blocks, stage); once every stage of the prompt's group has announced, the decode
-// rank admits it when its pools have room for the prompt and its decode tokens, allocates its own
-// blocks, asks each stage for its layers' blocks in a shuffled order and writes each into its own
-// block. Only a prompt whose every block of every layer arrived is admitted; the prefill ranks free
-// their blocks when the decode rank says DONE. Why not one-sided MPI_Get: the decode rank would need the
+// prompt (id, length, blocks, stage) to every decode stage that needs one of its layers; once every
+// prefill stage holding one of its layers has announced, a decode stage admits the prompt when its pools
+// have room for the prompt and its decode tokens, allocates its own blocks, asks each owner for its
+// layers [lo, hi) in a shuffled block order and writes each block into its own. Only a prompt whose every
+// block of every layer arrived is admitted; a prefill rank frees a layer's blocks when the decode stage
+// that pulled them says DONE, and stops when every decode stage has said STOP. Why not one-sided MPI_Get: the decode rank would need the
 // prefill rank's block numbering and a window over its whole pool, and a dead prefill rank would leave
 // an MPI_Win_unlock that cannot time out; with messages every wait is a test loop with a deadline that
 // names the peer.
@@ -38,7 +42,7 @@ namespace ladder::kvmig {
 
 using Clock = std::chrono::steady_clock;
 
-enum Tag : int { kAnnounce = 1, kPull = 2, kBlock = 3, kDone = 4, kStop = 5, kActivation = 6 };
+enum Tag : int { kAnnounce = 1, kPull = 2, kBlock = 3, kDone = 4, kStop = 5, kActivation = 6, kReport = 7 };
 
 struct TransportOptions {
   double timeout_s = 20;
@@ -48,7 +52,7 @@ struct TransportOptions {
 };
 
 inline std::string peer_name(int source) {
-  return source == MPI_ANY_SOURCE ? std::string("any prefill rank") : fmt::format("rank {}", source);
+  return source == MPI_ANY_SOURCE ? std::string("any rank") : fmt::format("rank {}", source);
 }
 
 // Waits for a request until the deadline; on timeout cancels it and throws naming the peer.
@@ -87,27 +91,38 @@ inline void send(const void* buf, int count, MPI_Datatype type, int dest, int ta
 
 struct Layout {
   int prefill_ranks = 1;
-  int64_t shards = 1;
+  int64_t shards = 1;         // prefill pipeline stages per group
+  int64_t decode_shards = 1;  // decode pipeline stages: ranks prefill_ranks .. prefill_ranks + decode_shards - 1
   int64_t groups() const { return prefill_ranks / shards; }
   int64_t group_of_prompt(int64_t b) const { return b % groups(); }
   int rank_of(int64_t group, int64_t stage) const { return static_cast<int>(group * shards + stage); }
+  int decode_rank(int64_t k) const { return prefill_ranks + static_cast<int>(k); }
 };
 
 // Checked on every rank before any message (every rank prints the same line).
-inline Layout make_layout(const PipelineConfig& c, int prefill_ranks) {
+inline Layout make_layout(const PipelineConfig& c, int ranks) {
+  require(ranks > c.decode_shards, "kv-migrate: {} ranks violates > --decode-shards = {} (at least one prefill rank)",
+          ranks, c.decode_shards);
+  const int prefill_ranks = ranks - static_cast<int>(c.decode_shards);
   require(prefill_ranks % c.layer_shards == 0,
           "kv-migrate: --layer-shards = {} violates a divisor of the prefill rank count {} (every group of prefill "
           "ranks holds all layers)", c.layer_shards, prefill_ranks);
-  return Layout{prefill_ranks, c.layer_shards};
+  return Layout{prefill_ranks, c.layer_shards, c.decode_shards};
+}
+
+// The layers [lo, hi) two stages share (empty: lo >= hi).
+inline std::pair<int64_t, int64_t> shared_layers(const PipelineConfig& c, int64_t shards_a, int64_t a, int64_t shards_b,
+                                                 int64_t b) {
+  return {std::max(first_layer(c, shards_a, a), first_layer(c, shards_b, b)),
+          std::min(first_layer(c, shards_a, a + 1), first_layer(c, shards_b, b + 1))};
 }
 
 // A prefill rank: computes its stage's layers for its group's prompts, announces them, serves PULLs until
-// STOP. Returns the seconds spent computing (the activations' waits included).
-inline double prefill_serve(const PipelineConfig& c, const TransportOptions& o, int rank, const Layout& lay,
-                            int decode) {
+// every decode stage said STOP. Returns the seconds spent computing (the activations' waits included).
+inline double prefill_serve(const PipelineConfig& c, const TransportOptions& o, int rank, const Layout& lay) {
   const std::vector<mla::Weights<float>> W = model(c);
   const int64_t g = rank / lay.shards, s = rank % lay.shards, G = lay.groups();
-  const int64_t l0 = first_layer(c, s), l1 = first_layer(c, s + 1), nl = l1 - l0;
+  const int64_t l0 = first_layer(c, lay.shards, s), l1 = first_layer(c, lay.shards, s + 1), nl = l1 - l0;
   const int64_t hidden = W[0].cfg.hidden;
   int64_t mine = 0;
   for (int64_t b = g; b < c.prompts(); b += G) mine += mla::blocks_for(c.prompt_lens[static_cast<size_t>(b)], c.block_size);
@@ -139,32 +154,45 @@ inline double prefill_serve(const PipelineConfig& c, const TransportOptions& o, 
     announces.push_back({b, L, n, s});
   }
   const double compute_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (const auto& a : announces) MPI_Send(a.data(), 4, MPI_INT64_T, decode, kAnnounce, MPI_COMM_WORLD);
-  // Serve PULL requests until STOP. The wait is long: the decode rank admits prompts one at a time.
-  int64_t sent = 0;
-  std::vector<int64_t> msg(static_cast<size_t>(2 + c.max_blocks()));
-  while (true) {
-    MPI_Status st = recv(msg.data(), static_cast<int>(msg.size()), MPI_INT64_T, decode, MPI_ANY_TAG,
-                         10 * o.timeout_s, "PULL, DONE or STOP");
-    if (st.MPI_TAG == kStop) return compute_s;
-    const int64_t b = msg[0];
-    require(b >= 0 && b < c.prompts() && b % G == g, "kv-migrate: rank {}: request for prompt {} that this rank does "
-            "not hold", rank, b);
-    auto& blocks = held[static_cast<size_t>(b)];
-    if (st.MPI_TAG == kDone) {  // the decode rank holds every block: free ours
-      for (int32_t blk : blocks) pool.give_back(blk);
-      blocks.clear();
+  for (int64_t k = 0; k < lay.decode_shards; ++k) {
+    const auto [lo, hi] = shared_layers(c, lay.shards, s, lay.decode_shards, k);
+    if (lo < hi)
+      for (const auto& a : announces) MPI_Send(a.data(), 4, MPI_INT64_T, lay.decode_rank(k), kAnnounce, MPI_COMM_WORLD);
+  }
+  // Serve PULL requests until every decode stage said STOP. The wait is long: prompts are admitted one at a time.
+  int64_t sent = 0, stops = 0;
+  std::vector<int64_t> msg(static_cast<size_t>(4 + c.max_blocks()));
+  while (stops < lay.decode_shards) {
+    MPI_Status st = recv(msg.data(), static_cast<int>(msg.size()), MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG,
+                         10 * o.timeout_s, "PULL, DONE or STOP from a decode rank");
+    const int peer = st.MPI_SOURCE;
+    require(peer >= lay.prefill_ranks && (st.MPI_TAG == kStop || st.MPI_TAG == kDone || st.MPI_TAG == kPull),
+            "kv-migrate: rank {}: unexpected message (tag {}) from rank {}", rank, st.MPI_TAG, peer);
+    if (st.MPI_TAG == kStop) {
+      ++stops;
       continue;
     }
-    const int64_t n = msg[1];
-    require(n * nl == static_cast<int64_t>(blocks.size()), "kv-migrate: rank {}: PULL of {} blocks x {} layers for "
-            "prompt {} which has {}", rank, n, nl, b, blocks.size());
+    const int64_t b = msg[0], n = msg[1], lo = msg[2], hi = msg[3];
+    require(b >= 0 && b < c.prompts() && b % G == g && l0 <= lo && lo < hi && hi <= l1,
+            "kv-migrate: rank {}: request from rank {} for layers [{}, {}) of prompt {}, which this rank does not hold",
+            rank, peer, lo, hi, b);
+    auto& blocks = held[static_cast<size_t>(b)];
+    const int64_t have = mla::blocks_for(c.prompt_lens[static_cast<size_t>(b)], c.block_size);
+    require(n == have, "kv-migrate: rank {}: PULL of {} blocks for prompt {} which has {}", rank, n, b, have);
+    if (st.MPI_TAG == kDone) {  // that decode stage holds every block of these layers: free ours
+      for (int64_t i = (lo - l0) * n; i < (hi - l0) * n; ++i) {
+        require(blocks[static_cast<size_t>(i)] >= 0, "kv-migrate: rank {}: DONE twice for prompt {}", rank, b);
+        pool.give_back(blocks[static_cast<size_t>(i)]);
+        blocks[static_cast<size_t>(i)] = -1;
+      }
+      continue;
+    }
     // Every block of the request in flight at once (MPI_Isend), then one wait: the transfers overlap
     // instead of paying a rendezvous round trip per block. Layer by layer, each in the order asked.
     std::vector<MPI_Request> reqs;
-    for (int64_t k = 0; k < nl; ++k)
+    for (int64_t l = lo; l < hi; ++l)
       for (int64_t i = 0; i < n; ++i) {
-        const int64_t logical = msg[static_cast<size_t>(2 + i)];
+        const int64_t logical = msg[static_cast<size_t>(4 + i)];
         require(logical >= 0 && logical < n, "kv-migrate: rank {}: PULL asks block {} of prompt {} (has {})", rank,
                 logical, b, n);
         if (o.die_after_blocks >= 0 && rank == 0 && sent == o.die_after_blocks) {
@@ -175,43 +203,50 @@ inline double prefill_serve(const PipelineConfig& c, const TransportOptions& o, 
           std::_Exit(3);
         }
         reqs.emplace_back();
-        MPI_Isend(pool.block(blocks[static_cast<size_t>(k * n + logical)]), static_cast<int>(pool.block_floats()),
-                  MPI_FLOAT, decode, kBlock, MPI_COMM_WORLD, &reqs.back());
+        MPI_Isend(pool.block(blocks[static_cast<size_t>((l - l0) * n + logical)]), static_cast<int>(pool.block_floats()),
+                  MPI_FLOAT, peer, kBlock, MPI_COMM_WORLD, &reqs.back());
         ++sent;
       }
     MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
   }
+  return compute_s;
 }
 
 struct Migrated {
-  std::vector<DecodeCache> caches;                    // [layer]
+  std::vector<DecodeCache> caches;                    // [layer - first layer of the decode stage]
   double seconds = 0;                                 // first PULL to last block, summed over prompts
   int64_t bytes = 0;
   std::vector<std::pair<double, double>> per_prompt;  // (bytes, seconds) of each prompt's migration
 };
 
-// The decode rank: admits every prompt, pulling each layer's blocks from the rank that owns the layer,
-// then sends STOP to every prefill rank.
-inline Migrated migrate_in(const PipelineConfig& c, const TransportOptions& o, const Layout& lay, int64_t kv_dim) {
+// Decode stage k: admits every prompt, pulling each of its layers' blocks from the prefill rank that owns
+// the layer, then sends STOP to every prefill rank.
+inline Migrated migrate_in(const PipelineConfig& c, const TransportOptions& o, const Layout& lay, int64_t kv_dim,
+                           int64_t k = 0) {
+  const int64_t S = lay.shards, d0 = first_layer(c, lay.decode_shards, k), d1 = first_layer(c, lay.decode_shards, k + 1);
   Migrated m;
-  m.caches = make_decode_caches(c, kv_dim, c.seed + 29);  // not the reference's numbering
+  m.caches = make_decode_caches(c, kv_dim, c.seed + 29, d0, d1);  // not the reference's numbering
   std::vector<DecodeCache>& d = m.caches;
-  Rng order_rng(c.seed + 4242);
-  const int64_t S = lay.shards;
+  Rng order_rng(c.seed + 4242 + static_cast<uint64_t>(k));
+  int64_t expect = 0;  // bit s: prefill stage s holds one of this stage's layers
+  for (int64_t s = 0; s < S; ++s) {
+    const auto [lo, hi] = shared_layers(c, S, s, lay.decode_shards, k);
+    if (lo < hi) expect |= int64_t{1} << s;
+  }
   std::vector<int64_t> stages_in(static_cast<size_t>(c.prompts()), 0);  // bit s: stage s announced
-  std::vector<int64_t> msg(static_cast<size_t>(2 + c.max_blocks()));
+  std::vector<int64_t> msg(static_cast<size_t>(4 + c.max_blocks()));
   for (int64_t admitted = 0; admitted < c.prompts();) {
     int64_t announce[4];
     const MPI_Status st = recv(announce, 4, MPI_INT64_T, MPI_ANY_SOURCE, kAnnounce, 10 * o.timeout_s, "ANNOUNCE");
     const int peer = st.MPI_SOURCE;
     const int64_t b = announce[0], L = announce[1], n = announce[2], s = announce[3];
     require(b >= 0 && b < c.prompts() && L == c.prompt_lens[static_cast<size_t>(b)] &&
-                n == mla::blocks_for(L, c.block_size) && s >= 0 && s < S && peer == lay.rank_of(lay.group_of_prompt(b), s) &&
-                !(stages_in[static_cast<size_t>(b)] >> s & 1),
+                n == mla::blocks_for(L, c.block_size) && s >= 0 && s < S && (expect >> s & 1) &&
+                peer == lay.rank_of(lay.group_of_prompt(b), s) && !(stages_in[static_cast<size_t>(b)] >> s & 1),
             "kv-migrate: rank {} announced prompt {} of {} tokens in {} blocks (stage {}), which the configuration "
             "does not have", peer, b, L, n, s);
     stages_in[static_cast<size_t>(b)] |= int64_t{1} << s;
-    if (stages_in[static_cast<size_t>(b)] != (int64_t{1} << S) - 1) continue;  // wait for every layer's owner
+    if (stages_in[static_cast<size_t>(b)] != expect) continue;  // wait for every layer's owner
     // Admission: room for the prompt AND its decode tokens in every layer, before any block is requested.
     require(d[0].pool.free_blocks() >= c.decode_need(b),
             "kv-migrate: decode rank: prompt {} needs {} blocks per layer, {} free: not admitted", b, c.decode_need(b),
@@ -220,20 +255,23 @@ inline Migrated migrate_in(const PipelineConfig& c, const TransportOptions& o, c
       for (int64_t i = 0; i < c.decode_need(b); ++i) dl.blocks[static_cast<size_t>(b)].push_back(dl.pool.take());
     const std::vector<int32_t> order = mla::permutation(n, order_rng);
     msg[0] = b, msg[1] = n;
-    for (int64_t k = 0; k < n; ++k) msg[static_cast<size_t>(2 + k)] = order[static_cast<size_t>(k)];
+    for (int64_t i = 0; i < n; ++i) msg[static_cast<size_t>(4 + i)] = order[static_cast<size_t>(i)];
     const auto t0 = Clock::now();
     // Every block's receive is posted at once, straight into its own block (MPI matches messages of one
     // source and tag in the order they were sent, which is the order asked for), then one deadline.
     std::vector<MPI_Request> reqs;
     std::vector<int> from;  // the peer of each request
     for (int64_t s2 = 0; s2 < S; ++s2) {
+      const auto [lo, hi] = shared_layers(c, S, s2, lay.decode_shards, k);
+      if (lo >= hi) continue;
       const int owner = lay.rank_of(lay.group_of_prompt(b), s2);
-      MPI_Send(msg.data(), static_cast<int>(2 + n), MPI_INT64_T, owner, kPull, MPI_COMM_WORLD);
-      for (int64_t l = first_layer(c, s2); l < first_layer(c, s2 + 1); ++l) {
-        const int64_t into = o.plant_layer_offset ? (l + 1) % c.layers : l;
-        DecodeCache& dl = d[static_cast<size_t>(into)];
-        for (int64_t k = 0; k < n; ++k) {
-          const int64_t logical = o.plant_ignore_order ? k : order[static_cast<size_t>(k)];
+      msg[2] = lo, msg[3] = hi;
+      MPI_Send(msg.data(), static_cast<int>(4 + n), MPI_INT64_T, owner, kPull, MPI_COMM_WORLD);
+      for (int64_t l = lo; l < hi; ++l) {
+        const int64_t into = o.plant_layer_offset ? d0 + (l - d0 + 1) % (d1 - d0) : l;
+        DecodeCache& dl = d[static_cast<size_t>(into - d0)];
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t logical = o.plant_ignore_order ? i : order[static_cast<size_t>(i)];
           reqs.emplace_back();
           from.push_back(owner);
           MPI_Irecv(dl.pool.block(dl.blocks[static_cast<size_t>(b)][static_cast<size_t>(logical)]),
@@ -278,14 +316,17 @@ inline Migrated migrate_in(const PipelineConfig& c, const TransportOptions& o, c
     m.bytes += static_cast<int64_t>(bytes);
     m.per_prompt.emplace_back(bytes, took);
     for (DecodeCache& dl : d) dl.lens[static_cast<size_t>(b)] = L;  // admitted: every block of every layer arrived
-    const int64_t done[2] = {b, 0};
-    for (int64_t s2 = 0; s2 < S; ++s2)
-      MPI_Send(done, 2, MPI_INT64_T, lay.rank_of(lay.group_of_prompt(b), s2), kDone, MPI_COMM_WORLD);
+    for (int64_t s2 = 0; s2 < S; ++s2) {
+      const auto [lo, hi] = shared_layers(c, S, s2, lay.decode_shards, k);
+      if (lo >= hi) continue;
+      const int64_t done[4] = {b, n, lo, hi};
+      MPI_Send(done, 4, MPI_INT64_T, lay.rank_of(lay.group_of_prompt(b), s2), kDone, MPI_COMM_WORLD);
+    }
     ++admitted;
   }
   for (int r = 0; r < lay.prefill_ranks; ++r) {
-    const int64_t stop[2] = {-1, 0};
-    MPI_Send(stop, 2, MPI_INT64_T, r, kStop, MPI_COMM_WORLD);
+    const int64_t stop[4] = {-1, 0, 0, 0};
+    MPI_Send(stop, 4, MPI_INT64_T, r, kStop, MPI_COMM_WORLD);
   }
   return m;
 }
