@@ -8,7 +8,7 @@
 // --write-link FILE: the decode rank fits time = latency + bytes / rate over the prompts' migrations
 // (least squares, one point per prompt) and writes {"link_GBps", "latency_ms", ...} to FILE as JSON;
 // the simulator reads it with "kv_transfer": {"measured": "FILE"} (stage 06's KV-transfer model fed the
-// rate measured here).
+// rate measured here). With --decode-shards the points are the last decode stage's own pulls.
 //
 // --layers L --layer-shards S --decode-shards D: a stack of L MLA layers; the prefill ranks form groups of
 // S pipeline stages, each holding its share of the layers and their blocks; the decode instance is D

@@ -104,10 +104,12 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   const ep::Slots slots = ep::make_slots(identity, o.experts, N);
   const int last = N - 1;  // the last decode stage: the batch's MoE tokens live here
   int64_t expert_rows = 0;  // rows this rank's experts computed over all steps
-  auto moe_step = [&](const Mat<double>& x, bool plant) {  // every rank joins; x: this rank's home tokens
+  // Every rank joins every step; x: this rank's home tokens. The deadline is long: a prefill rank enters
+  // the first step while the decode side is still migrating and running its MLA layers.
+  auto moe_step = [&](const Mat<double>& x, bool plant) {
     moe::Routing<double> r{Array<moe::Index>({x.rows(), 2}), Array<double>({x.rows(), 2})};
     if (x.rows() > 0) r = moe::gate(w, x);
-    ep::A2AOut a = ep::a2a_moe(w, x, r, 0, slots, rank, N, o.t.timeout_s, plant);
+    ep::A2AOut a = ep::a2a_moe(w, x, r, 0, slots, rank, N, 10 * o.t.timeout_s, plant);
     for (moe::Index g : a.group_sizes) expert_rows += g;
     if (x.rows() > 0) moe::add_shared(w, x, a.y);
     return a.y;
