@@ -56,6 +56,12 @@ if(TARGET ladder-kv-migrate)
            --test-plant-layer-offset)
   set_tests_properties(mpi.kv_migrate.reshard.planted_layer_offset_decode PROPERTIES LABELS mpi ENVIRONMENT "${env}"
                        PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION "resharded.*DIFFERENT \\(FAIL\\)")
+  # A prefill rank that dies mid-transfer while two decode stages pull from it: one error naming it, nothing decoded.
+  add_test(NAME mpi.kv_migrate.reshard.dead_prefill COMMAND ${run} -np 4 ${exe} --layers 2 --decode-shards 2 --timeout 3
+           --test-die-after-blocks 9)
+  set_tests_properties(mpi.kv_migrate.reshard.dead_prefill PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION
+                       "no block [0-9]+ of [0-9]+ of prompt [0-9]+ \\([0-9]+ received\\) from rank 0.*nothing is decoded")
   add_test(NAME mpi.kv_migrate.reshard.no_prefill_rank COMMAND ${run} -np 2 ${exe} --layers 2 --decode-shards 2)
   set_tests_properties(mpi.kv_migrate.reshard.no_prefill_rank PROPERTIES LABELS mpi ENVIRONMENT "${env}"
                        PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION
