@@ -4,6 +4,7 @@
     ladder.rungs("01-softmax")                    # the registry: stage, id, backend, doc, cost
     y = ladder.softmax(x)                         # a rung on numpy arrays (float32 or float64)
     o = ladder.attention(Q, K, V, causal=True)    # {"O", "L", "m"}
+    r = ladder.moe("dropless", **case["inputs"], **case["params"])   # 03-mla / 04-moe: a whole case's inputs
     ladder.describe("02-attention")              # the case contract: inputs, params, outputs, rules
     want = ladder.oracle("01-softmax", x=x)       # fp64 expected outputs of YOUR inputs, {"y": ...}
     ladder.check("01-softmax", {"x": x}, y)      # the tolerance rule's report as a dict ("pass", ...)
@@ -21,7 +22,7 @@ import numpy as np
 
 from . import _ladder
 
-__all__ = ["rungs", "stages", "cost", "run", "softmax", "attention", "attention_backward", "eplb",
+__all__ = ["rungs", "stages", "cost", "run", "softmax", "attention", "attention_backward", "eplb", "mla", "moe",
            "describe", "oracle", "check", "golden", "version"]
 
 version = _ladder.version
@@ -72,6 +73,41 @@ _CALLS = {
     "02-attention": lambda backend, rung, kw: (
         attention_backward(rung=rung, backend=backend, **kw) if rung.startswith("backward")
         else attention(rung=rung, backend=backend, **kw)),
+    "05-eplb": lambda backend, rung, kw: eplb(rung=rung, **kw),
+}
+
+
+def _run_contract(stage, rung, backend, precision, kwargs):
+    """A rung whose inputs are a whole case (weights, cache, tokens): by the stage's contract."""
+    if precision not in ("float32", "float64"):
+        raise ValueError(f"precision: '{precision}' violates precision in {{'float32', 'float64'}}")
+    inputs, params = _split(stage, kwargs)
+    return _ladder.run(stage, backend, rung, inputs, params, precision)
+
+
+def mla(rung="flash_mla", backend="ref", precision="float32", **inputs_and_params):
+    """Stage 03: one MLA decode step on a paged cache, inputs and params named as in
+    describe("03-mla") (W_DQ, ..., h, q_pos, seqlens, block_table, blocks; float32 arrays, int32/int64
+    indices) -> {"u": [B, hidden], "lse": [B, H], and "scores" for the rungs that form them}.
+    precision="float64" runs the rung's float64 function on the same inputs (reference rungs only)."""
+    return _run_contract("03-mla", rung, backend, precision, inputs_and_params)
+
+
+def moe(rung="dropless", backend="ref", precision="float32", **inputs_and_params):
+    """Stage 04: one MoE layer, inputs and params named as in describe("04-moe") (x, bias, W_gate, w1,
+    w3, w2, s1, s3, s2; top_k, n_group, ...) -> {"y", "topk_idx", "topk_weight", and "group_sizes",
+    "sort_idx", "kept" where the rung computes them}; rung="gate" returns the routing only. Layer rungs
+    route with the reference gate at their precision (the CUDA gate is the cuda rung "gate")."""
+    return _run_contract("04-moe", rung, backend, precision, inputs_and_params)
+
+
+_CALLS = {
+    "01-softmax": lambda backend, rung, kw: softmax(rung=rung, backend=backend, **kw),
+    "02-attention": lambda backend, rung, kw: (
+        attention_backward(rung=rung, backend=backend, **kw) if rung.startswith("backward")
+        else attention(rung=rung, backend=backend, **kw)),
+    "03-mla": lambda backend, rung, kw: mla(rung=rung, backend=backend, **kw),
+    "04-moe": lambda backend, rung, kw: moe(rung=rung, backend=backend, **kw),
     "05-eplb": lambda backend, rung, kw: eplb(rung=rung, **kw),
 }
 

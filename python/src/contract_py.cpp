@@ -9,6 +9,7 @@
 
 #include "arrays.hpp"
 #include "contract_py.hpp"
+#include "rungs.hpp"
 #include "ladder/core/contract.hpp"
 
 namespace ladder::python {
@@ -144,6 +145,28 @@ void bind_contracts(py::module_& m) {
       },
       py::arg("stage"), py::arg("inputs"), py::arg("params_json"), py::arg("expected"), py::arg("output"),
       py::arg("candidate"), py::arg("rule"));
+  m.def(
+      "run",
+      [](const std::string& stage, const std::string& backend, const std::string& id, const py::dict& inputs,
+         const std::string& params_json, const std::string& precision) {
+        const Contract& c = contract(stage);
+        if (!c.run_rung)
+          throw py::value_error("stage: " + stage + "'s rungs take plain arrays: call ladder.softmax, "
+                                "ladder.attention, ladder.attention_backward or ladder.eplb");
+        if (precision != "float32" && precision != "float64")
+          throw py::value_error("precision: '" + precision + "' violates precision in {'float32', 'float64'}");
+        const Rung& r = lookup(stage, backend, id);
+        const Tensors in = to_tensors(inputs, "");
+        const nlohmann::json params = parse_params(params_json);
+        Tensors out;
+        {
+          py::gil_scoped_release nogil;
+          out = run_rung(c, r, in, params, precision == "float32" ? DType::F4 : DType::F8);
+        }
+        return to_dict(out);
+      },
+      py::arg("stage"), py::arg("backend"), py::arg("id"), py::arg("inputs"), py::arg("params_json"),
+      py::arg("precision"));
   m.def(
       "read_case",
       [](const std::string& stage, const std::string& dir) {

@@ -18,10 +18,8 @@ namespace py = pybind11;
 using namespace ladder;
 using namespace ladder::python;
 
-namespace {
-
-// The rung, or ValueError naming the argument and the ids that exist.
-const Rung& lookup(const std::string& stage, const std::string& backend, const std::string& id) {
+// The rung, or ValueError naming the argument and the ids that exist (declared in rungs.hpp).
+const Rung& ladder::python::lookup(const std::string& stage, const std::string& backend, const std::string& id) {
   const auto rungs = registry().stage(stage, backend);
   for (const Rung* r : rungs)
     if (r->id == id) return *r;
@@ -36,6 +34,8 @@ const Rung& lookup(const std::string& stage, const std::string& backend, const s
   for (const Rung* r : rungs) ids += (ids.empty() ? "" : ", ") + r->id;
   throw py::value_error("rung: '" + id + "' is not a " + backend + " rung of " + stage + " (" + ids + ")");
 }
+
+namespace {
 
 py::list list_rungs() {
   py::list out;

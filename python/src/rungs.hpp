@@ -9,6 +9,9 @@ namespace ladder::python {
 
 namespace py = pybind11;
 
+// The registered rung (stage, backend, id), or ValueError naming the argument and what exists.
+const Rung& lookup(const std::string& stage, const std::string& backend, const std::string& id);
+
 py::array softmax_rung(const Rung& r, py::handle x);
 py::dict attention_forward_rung(const Rung& r, py::handle q, py::handle k, py::handle v, bool causal,
                                 py::object scale);

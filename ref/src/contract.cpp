@@ -11,6 +11,7 @@
 
 #include "ladder/core/compare.hpp"
 #include "ladder/core/golden.hpp"
+#include "ladder/core/registry.hpp"
 
 namespace ladder {
 
@@ -19,11 +20,13 @@ Contract attention_contract();  // ref/src/attention_contract.cpp
 Contract mla_contract();        // ref/src/mla_contract.cpp
 Contract moe_contract();        // ref/src/moe_contract.cpp
 Contract eplb_contract();       // ref/src/eplb_contract.cpp
+Contract disagg_contract();     // ref/src/disagg_contract.cpp
 
 const std::vector<Contract>& contracts() {
   static const std::vector<Contract> table = [] {
     std::vector<Contract> t;
-    for (auto* make : {&softmax_contract, &attention_contract, &mla_contract, &moe_contract, &eplb_contract})
+    for (auto* make : {&softmax_contract, &attention_contract, &mla_contract, &moe_contract, &eplb_contract,
+                       &disagg_contract})
       t.push_back(make());
     return t;
   }();
@@ -107,9 +110,12 @@ Array<int64_t> npy_as_int64(const NpyData& d, const std::string& what) {
   return from_npy<int32_t>(d, what).cast<int64_t>();
 }
 
-Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::json& params) {
+namespace {
+
+// Every input the contract names is present with an allowed dtype; nothing else is given.
+void check_inputs(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const char* what) {
   for (const TensorSpec& s : c.inputs) {
-    const NpyData& d = tensor(inputs, s.name, c.stage + " oracle");
+    const NpyData& d = tensor(inputs, s.name, c.stage + " " + what);
     require(dtype_allowed(s.dtype, d.dtype), "{}: input {} has dtype {} where {} is required", c.stage, s.name,
             dtype_name(d.dtype), s.dtype);
   }
@@ -118,7 +124,24 @@ Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::jso
     require(known, "{}: '{}' is not an input (see `ladder describe {}`)", c.stage, name, c.stage);
   }
   require(params.is_object() || params.is_null(), "{}: params must be a JSON object, not {}", c.stage, params.dump());
+}
+
+}  // namespace
+
+Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::json& params) {
+  check_inputs(c, inputs, params, "oracle");
   return c.oracle(inputs, params.is_null() ? nlohmann::json::object() : params);
+}
+
+Tensors run_rung(const Contract& c, const Rung& rung, const Tensors& inputs, const nlohmann::json& params,
+                 DType precision) {
+  require(static_cast<bool>(c.run_rung), "{}: its rungs are not called through the case contract (Python: "
+          "ladder.softmax / attention / eplb)", c.stage);
+  require(rung.stage == c.stage, "{}: rung {} belongs to stage {}", c.stage, rung.key(), rung.stage);
+  require(precision == DType::F4 || precision == DType::F8, "{}: precision {} violates precision in {{<f4, <f8}}",
+          c.stage, dtype_name(precision));
+  check_inputs(c, inputs, params, "run");
+  return c.run_rung(rung, inputs, params.is_null() ? nlohmann::json::object() : params, precision);
 }
 
 namespace {
@@ -146,7 +169,13 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
             output, fmt::join(known, ", "));
     return it->second(inputs, params, expected, output, candidate, companions);
   }
-  if (spec.rule == Rule::exact)
+  // An exact float output (06-disagg's simulated times: a deterministic computation, no rounding
+  // freedom) is judged value for value in the oracle's own dtype.
+  const bool exact_float = spec.rule == Rule::exact && (exp.dtype == DType::F4 || exp.dtype == DType::F8);
+  if (exact_float)
+    require(candidate.dtype == exp.dtype, "candidate: dtype {} where {} is required for output {} (rule exact)",
+            dtype_name(candidate.dtype), dtype_name(exp.dtype), output);
+  else if (spec.rule == Rule::exact)
     require(candidate.dtype == DType::I4 || candidate.dtype == DType::I8,
             "candidate: dtype {} where an integer dtype (<i4 or <i8) is required for output {}",
             dtype_name(candidate.dtype), output);
@@ -160,7 +189,9 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
   r.output = output;
   r.rule = rule_name(spec.rule);
   if (spec.rule == Rule::exact) {
-    const ExactReport e = compare_exact(npy_as_int64(exp, output + " (expected)"), npy_as_int64(candidate, "candidate"));
+    const ExactReport e = exact_float ? compare_exact(npy_as_double(exp), npy_as_double(candidate))
+                                      : compare_exact(npy_as_int64(exp, output + " (expected)"),
+                                                      npy_as_int64(candidate, "candidate"));
     r.pass = e.pass;
     if (!e.pass) r.failed.push_back(e.failure);
     r.metrics["mismatches"] = static_cast<double>(e.mismatches);

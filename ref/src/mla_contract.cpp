@@ -120,6 +120,28 @@ Tensors run_cd(const In& in) {
           {"lse", to_npy(logsumexp_rows(o.scores, in.cache.seqlens))}};
 }
 
+// A registered rung on the case's inputs (Python's ladder.run): u, and the scores / lse the rung
+// computes (the absorbed and decompressed rungs materialise the scores, lse then follows from them;
+// flash_mla never forms them and returns its own lse).
+template <class T>
+Tensors run_at(const Rung& r, const In& in) {
+  const RungFns& fns = r.fn<RungFns>();
+  const RungImpl<T>& impl = [&]() -> const RungImpl<T>& {
+    if constexpr (std::is_same_v<T, float>) return fns.f32;
+    else return fns.f64;
+  }();
+  require(static_cast<bool>(impl.prepare) && static_cast<bool>(impl.decode),
+          "03-mla: rung {} has no {} function (CUDA rungs run in float32 only)", r.key(), dtype_name(dtype_of<T>()));
+  const Output<T> o = run(impl, in.W.cast<T>(), cast_cache<T>(in.cache), cast_step<T>(in.step));
+  Tensors out{{"u", to_npy(Array<T>::from(o.u))}};
+  if (o.scores.size()) {
+    out["scores"] = to_npy(o.scores);
+    out["lse"] = to_npy(logsumexp_rows(o.scores, in.cache.seqlens));
+  }
+  if (o.lse.size()) out["lse"] = to_npy(o.lse);
+  return out;
+}
+
 }  // namespace
 
 Contract mla_contract() {
@@ -159,6 +181,10 @@ Contract mla_contract() {
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);
     return prec == DType::F4 ? run_cd<float>(in) : run_cd<double>(in);
+  };
+  c.run_rung = [](const Rung& r, const Tensors& t, const nlohmann::json& params, DType prec) {
+    const In in = inputs(t, params);
+    return prec == DType::F4 ? run_at<float>(r, in) : run_at<double>(r, in);
   };
   return c;
 }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "ladder/core/contract.hpp"
+#include "ladder/core/registry.hpp"
 #include "ladder/moe.hpp"
 #include "ladder/moe/golden.hpp"
 
@@ -164,6 +165,47 @@ Tensors baseline_at(const moe::GoldenCase& g) {
 // check() always asks for float32 (a float64 candidate is judged with this error x 2^-29 and k + 1).
 Tensors baseline(const Tensors& in, const nlohmann::json& p, DType) { return baseline_at<float>(layer_of(in, p)); }
 
+// A registered rung on the case's inputs (Python's ladder.run). The gate rung returns the routing; a
+// layer rung takes the reference gate's routing at its own precision (the CUDA layer rungs too: their
+// gate is a rung of its own) and returns y with what it computes of the routing, sort and kept mask.
+template <class T>
+Tensors run_at(const Rung& r, const moe::GoldenCase& g, const nlohmann::json& p) {
+  const moe::Weights<T> w = g.weights.cast<T>();
+  const Mat<T> x = g.x.cast<T>();
+  auto pick = [&](const auto& fns) {
+    require(static_cast<bool>(fns), "04-moe: rung {} has no {} function (CUDA rungs run in float32 only)", r.key(),
+            dtype_name(dtype_of<T>()));
+    return fns;
+  };
+  if (r.id == "gate") {
+    const auto& fns = r.fn<moe::GateFns>();
+    moe::Routing<T> ro;
+    if constexpr (std::is_same_v<T, float>) ro = pick(fns.f32)(w, x);
+    else ro = pick(fns.f64)(w, x);
+    return {{"topk_idx", to_npy(ro.topk_idx)}, {"topk_weight", to_npy(ro.topk_weight)}};
+  }
+  const auto& fns = r.fn<moe::LayerFns>();
+  const moe::Routing<T> ro = moe::gate(w, x);
+  moe::LayerOptions opt;
+  opt.capacity_factor = g.options.capacity_factor;
+  opt.shards = param<Index>(p, "shards", "integer", opt.shards);
+  moe::LayerOut<T> o;
+  if constexpr (std::is_same_v<T, float>) o = pick(fns.f32)(w, x, ro, opt);
+  else o = pick(fns.f64)(w, x, ro, opt);
+  Tensors out{{"y", to_npy(Array<T>::from(o.y))},
+              {"topk_idx", to_npy(ro.topk_idx)},
+              {"topk_weight", to_npy(ro.topk_weight)}};
+  if (!o.group_sizes.empty()) out["group_sizes"] = ints(o.group_sizes);
+  if (!o.sort_idx.empty()) out["sort_idx"] = ints(o.sort_idx);
+  if (fns.dropping) out["kept"] = ints(o.kept);
+  return out;
+}
+
+Tensors run_rung_04(const Rung& r, const Tensors& in, const nlohmann::json& p, DType precision) {
+  const moe::GoldenCase g = layer_of(in, p);
+  return precision == DType::F4 ? run_at<float>(r, g, p) : run_at<double>(r, g, p);
+}
+
 }  // namespace
 
 Contract moe_contract() {
@@ -186,7 +228,8 @@ Contract moe_contract() {
               {"route_scale", "number", "routed_scaling_factor (default 1; V3: 2.5)"},
               {"gate", "string", "v3_sigmoid (default) | v2_softmax"},
               {"dropping", "bool", "drop assignments past each expert's capacity (default false: dropless)"},
-              {"capacity_factor", "number", "dropping: C = round(capacity_factor * T * k / E), halves up (default 2)"}};
+              {"capacity_factor", "number", "dropping: C = round(capacity_factor * T * k / E), halves up (default 2)"},
+              {"shards", "int", "ladder.run of the ep_sharded rung only: its P (default 2; not read by the oracle)"}};
   const std::string exact_why =
       "a routing decision: exact; ties as documented (gate: lowest expert / group id wins; sort: stable, "
       "lowest assignment index t*k + j first)";
@@ -206,6 +249,7 @@ Contract moe_contract() {
   c.baseline_doc = "gate + dense_loop in float32 (the oracle's experts where a near-tie routes differently)";
   c.oracle = oracle;
   c.baseline = baseline;
+  c.run_rung = run_rung_04;
   return c;
 }
 

@@ -8,7 +8,8 @@
 //       Rule::max_abs      one scale per tensor (O, gradients): max|c - o| <= k max|b - o| + floor;
 //       Rule::elementwise  scale varies element to element (probabilities): each element at its own
 //                          scale, plus the structural facts of a probability row (OutputSpec::probability);
-//       Rule::exact        integer outputs (maps, routing): equality;
+//       Rule::exact        integer outputs (maps, routing), and float outputs of a deterministic
+//                          computation (06-disagg's simulated times): equality in the oracle's dtype;
 //   * the fp64 oracle (inputs, params) -> outputs, and the float32 baseline rung (inputs, params, F4)
 //     -> float outputs, which sets the tolerance (k x its error); a float64 candidate is judged with
 //     that error scaled by eps64 / eps32 and k + 1 (check() in ref/src/contract.cpp says why);
@@ -44,6 +45,8 @@
 #include "ladder/core/tensor.hpp"
 
 namespace ladder {
+
+struct Rung;  // core/registry.hpp
 
 enum class Rule { max_abs, elementwise, exact };
 const char* rule_name(Rule r);
@@ -90,6 +93,12 @@ struct Contract {
   std::string oracle_doc, baseline_doc;
   std::function<Tensors(const Tensors& inputs, const nlohmann::json& params)> oracle;
   std::function<Tensors(const Tensors& inputs, const nlohmann::json& params, DType precision)> baseline;
+  // Runs one registered rung of the stage on the case's inputs at `precision` (F4: the rung's float32
+  // function, F8: its float64 one), returning outputs named as above (those the rung computes). Set by
+  // the stages whose rungs take a case's inputs whole (03-mla, 04-moe: weights, cache, tokens), for
+  // Python's ladder.run; the other stages' rungs take plain arrays and have their own calls. Empty: none.
+  std::function<Tensors(const Rung& rung, const Tensors& inputs, const nlohmann::json& params, DType precision)>
+      run_rung;
   // Extra rules by name, for outputs where equality with the oracle is not the only right answer.
   std::map<std::string, std::function<CheckReport(const Tensors& inputs, const nlohmann::json& params,
                                                   const Tensors& expected, const std::string& output,
@@ -107,6 +116,10 @@ const Contract& contract(const std::string& stage);
 
 // Inputs checked against the contract (names, dtypes, ranks), then the oracle.
 Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::json& params);
+// Inputs checked as for run_oracle, then the stage's run_rung (Error naming the stage if it has none,
+// or if `rung` belongs to another stage).
+Tensors run_rung(const Contract& c, const Rung& rung, const Tensors& inputs, const nlohmann::json& params,
+                 DType precision);
 // Judges `candidate` as output `output` (empty: the first output) by the contract's rule, or by the
 // named extra rule. Bad candidates (wrong dtype or shape) throw Error; a wrong answer is pass = false.
 // `companions`: the candidate's other outputs, where an extra rule judges them together (05-eplb valid).
