@@ -68,12 +68,12 @@ SimSetup golden_setup(const std::string& name) {
   if (name == "sim_colocated") {
     s.placements = {placement("colocated", 0, 0, 1, opt_kv)};
     s.placements[0].cluster.kv_capacity_tokens = 16384, s.placements[0].cluster.decode_max_batch = 64;
-    s.workload = Workload{2.5, 1.0, LengthDist::uniform(97, 1023), LengthDist::uniform(1, 113), {}, 300, 601};
+    s.workload = Workload{2.5, 1.0, LengthDist::uniform(97, 1023), LengthDist::uniform(1, 113), {}, 300, 601, {}};
   } else if (name == "sim_2p1d_migration") {
     s.placements = {placement("2P1D", 2, 1, 0, opt_kv)};
     Cluster& c = s.placements[0].cluster;
     c.kv_capacity_tokens = 32768, c.decode_max_batch = 48, c.link_GBps = 25, c.link_latency_ms = 0.5;
-    s.workload = Workload{5.0, 2.0, LengthDist::uniform(1, 1025), LengthDist::uniform(1, 97), {}, 300, 602};
+    s.workload = Workload{5.0, 2.0, LengthDist::uniform(1, 1025), LengthDist::uniform(1, 97), {}, 300, 602, {}};
   } else if (name == "sim_1p2d_roofline") {
     s.model = std::make_shared<RooflineModel>(deepseek_v3(), h800_sxm(), 8);
     s.model_name = "deepseek-v3", s.gpu_name = "h800-sxm";
@@ -82,11 +82,11 @@ SimSetup golden_setup(const std::string& name) {
     Cluster& c = s.placements[0].cluster;
     c.gpus_per_worker = 8, c.kv_capacity_tokens = 1 << 18, c.link_GBps = 50, c.link_latency_ms = 1;
     s.workload = Workload{8.0, 0.5, LengthDist{LengthDist::Kind::trace, 1, 1}, LengthDist{LengthDist::Kind::trace, 1, 1},
-                          {{97, 13}, {1023, 1}, {512, 64}, {1, 200}, {2048, 7}, {333, 111}}, 200, 603};
+                          {{97, 13}, {1023, 1}, {512, 64}, {1, 200}, {2048, 7}, {333, 111}}, 200, 603, {}};
   } else if (name == "goodput_fig1") {
     s.placements = {placement("colocated", 0, 0, 1, opt_kv), placement("2P1D", 2, 1, 0, opt_kv)};
     for (Placement& p : s.placements) p.cluster.prefill_token_budget = 4096, p.cluster.kv_capacity_tokens = 65536;
-    s.workload = Workload{1.0, 1.0, LengthDist::fixed(512), LengthDist::fixed(64), {}, 400, 604};
+    s.workload = Workload{1.0, 1.0, LengthDist::fixed(512), LengthDist::fixed(64), {}, 400, 604, {}};
     s.search.precision = 0.05;
   } else {
     throw Error("06-disagg: no simulator case '" + name + "'");
@@ -98,17 +98,22 @@ std::vector<std::string> golden_case_rungs(const std::string& name) {
   if (name == "step_models") return {"distserve", "roofline", "table"};
   if (name == "identities") return {};
   if (name == "goodput_fig1") return {"goodput", "colocated", "disaggregated"};
+  if (name == "requests_chunked") return {"colocated"};
   return {golden_setup(name).placements.front().cluster.colocated > 0 ? "colocated" : "disaggregated"};
 }
 
 uint64_t golden_case_seed(const std::string& name) {
   if (name == "step_models" || name == "identities") return 0;
+  if (name == "requests_chunked") return 605;
   return golden_setup(name).workload.seed;
 }
 
 std::string golden_case_description(const std::string& name) {
   if (name == "step_models") return "prefill_ms [models, prefill_grid] and decode_ms [models, decode_grid]";
   if (name == "identities") return "the reproduce identities (values_rows names them), computed from their inputs";
+  if (name == "requests_chunked")
+    return "the case contract's form: a request list (inputs) on one colocated worker with chunked prefill (params) "
+           "-> per-request ttft_ms, tpot_ms, finish_ms, workers, slo_met; `ladder check 06-disagg` reads it";
   if (name == "goodput_fig1") return "DistServe Fig. 1 setup (512/64, 0.4 s / 0.04 s) on 400 requests: goodput per placement";
   return "per-request records (records_columns) and the summary of one simulation";
 }

@@ -206,7 +206,7 @@ SimSetup parse_sim_config(const json& j, const std::string& name, const fs::path
   for (size_t i = 0; i < j.at("placements").size(); ++i) {
     const json& p = j.at("placements")[i];
     const std::string where = fmt::format("placements[{}]", i);
-    check_keys(p, where, {"name", "prefill", "decode", "colocated", "gpus_per_worker"});
+    check_keys(p, where, {"name", "prefill", "decode", "colocated", "gpus_per_worker", "chunked_prefill_tokens"});
     Placement pl;
     Cluster& c = pl.cluster;
     c.prefill = integer(p, "prefill", where, 0), c.decode = integer(p, "decode", where, 0);
@@ -220,6 +220,14 @@ SimSetup parse_sim_config(const json& j, const std::string& name, const fs::path
     c.kv_bytes_per_token = s.kv_bytes_per_token;
     c.link_GBps = num_or(kv, "link_GBps", "kv_transfer", 0);
     c.link_latency_ms = num_or(kv, "latency_ms", "kv_transfer", 0);
+    if (p.contains("chunked_prefill_tokens")) {
+      // Sarathi-Serve's per-step token budget (simulator.hpp): a colocated worker's option only.
+      c.chunked_prefill_tokens = integer(p, "chunked_prefill_tokens", where, 0);
+      require(c.chunked_prefill_tokens >= 1, "config: {}.chunked_prefill_tokens = {} violates >= 1 (omit it for no "
+              "chunking)", where, c.chunked_prefill_tokens);
+      require(c.colocated > 0, "config: {}.chunked_prefill_tokens applies to colocated placements only ({} has "
+              "prefill = {}, decode = {})", where, where, c.prefill, c.decode);
+    }
     s.placements.push_back(pl);
   }
 

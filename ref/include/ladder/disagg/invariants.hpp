@@ -39,6 +39,10 @@ inline std::vector<std::string> check_invariants(const StepModel& model, const C
     if (disagg && q.output > 1 && q.decode_start - q.pulled < c.kv_transfer_ms(q.input) - ulps)
       fail(fmt::format("request {}: decode began {} ms after the pull, before its KV migration of {} ms", q.id,
                        q.decode_start - q.pulled, c.kv_transfer_ms(q.input)));
+    // Chunked prefill: the first token needs the whole prompt processed, however many steps it took.
+    if (q.prefilled != q.input)
+      fail(fmt::format("request {}: first token after {} of its {} prompt tokens were prefilled ({} chunks)", q.id,
+                       q.prefilled, q.input, q.chunks));
     if (q.output > 1 && q.finish - q.decode_start <= 0)
       fail(fmt::format("request {}: {} output tokens in no decode time", q.id, q.output));
   }

@@ -11,6 +11,15 @@
 //              cap allows; a pulled request's KV cache then migrates (kv_transfer_ms) before it joins.
 //   colocated  both phases on one worker, prefill first, no chunking (DistServe's baseline, vLLM's
 //              default then): a prefill batch stalls every running decode.
+//   chunked    a colocated worker with chunked_prefill_tokens = T > 0 (Sarathi-Serve: Agrawal et al.,
+//              "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve", OSDI'24):
+//              every step has a budget of T tokens; the decode token of every running request goes first,
+//              the rest of the budget takes prefill chunks FCFS (the request in progress first). A
+//              request's first token appears when the step holding its last chunk ends. Pricing
+//              (simulator_impl.hpp, hybrid_ms): a chunk of c tokens after p done counts c new tokens
+//              and (p + c)^2 - p^2 attention "squares", so the chunks of one prompt sum to its whole
+//              prefill; a hybrid step reads the weights once: the decode step plus the chunks' cost
+//              above an empty prefill batch (the fixed per-step part is paid once).
 // Placements: xPyD = x prefill + y decode workers, or n colocated workers; idle workers are served
 // in index order. Time is simulated milliseconds in double; every event is ordered by (time, sequence
 // number), nothing reads a clock or iterates an unordered container, so a seed gives the same bytes
@@ -38,6 +47,7 @@ struct Cluster {
   double kv_bytes_per_token = 0;                    // from the model (MHA/GQA/MLA)
   double link_GBps = 0;                             // 0 = instantaneous migration (DistServe's simulator)
   double link_latency_ms = 0;
+  int64_t chunked_prefill_tokens = 0;               // colocated only: token budget per step; 0 = no chunking
   int64_t gpus() const { return (prefill + decode + colocated) * gpus_per_worker; }
   int64_t capacity_blocks() const { return kv_capacity_tokens / block_tokens; }
   int64_t blocks_for(int64_t tokens) const { return (tokens + block_tokens - 1) / block_tokens; }
@@ -63,6 +73,11 @@ inline void check_cluster(const Cluster& c, const Workload& w) {
   require(c.kv_bytes_per_token >= 0, "kv_transfer: kv_bytes_per_token = {} violates >= 0", c.kv_bytes_per_token);
   require(c.link_GBps >= 0, "kv_transfer: link_GBps = {} violates >= 0", c.link_GBps);
   require(c.link_latency_ms >= 0, "kv_transfer: latency_ms = {} violates >= 0", c.link_latency_ms);
+  require(c.chunked_prefill_tokens >= 0, "workers: chunked_prefill_tokens = {} violates >= 1 (0 or absent: no chunking)",
+          c.chunked_prefill_tokens);
+  require(c.chunked_prefill_tokens == 0 || c.colocated > 0,
+          "placement: chunked_prefill_tokens = {} applies to colocated workers only ({}P{}D has none)",
+          c.chunked_prefill_tokens, c.prefill, c.decode);
   const int64_t longest = max_request_tokens(w);
   require(c.blocks_for(longest) <= c.capacity_blocks(),
           "workers: kv_capacity_tokens = {} ({} blocks of {}) cannot hold the longest request, {} tokens",
@@ -77,6 +92,7 @@ struct Slo {
 struct Faults {
   bool drop_kv_transfer = false;     // decode starts as soon as the request is pulled
   bool admit_past_capacity = false;  // decode admission ignores the KV block limit
+  bool first_token_early = false;    // chunked prefill: the first token appears after the FIRST chunk
 };
 
 struct SimOptions {
@@ -88,6 +104,7 @@ struct RequestRecord {
   int64_t id = 0, input = 0, output = 0;
   int64_t prefill_worker = -1, decode_worker = -1;
   double arrival = 0, prefill_start = 0, first_token = 0, pulled = 0, decode_start = 0, finish = 0;  // ms
+  int64_t prefilled = 0, chunks = 0;  // prompt tokens processed when the first token appeared; in how many steps
   double ttft() const { return first_token - arrival; }
   double tpot() const { return output > 1 ? (finish - first_token) / static_cast<double>(output - 1) : 0.0; }
 };

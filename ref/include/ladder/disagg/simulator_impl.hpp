@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <deque>
+#include <utility>
 #include <vector>
 
 namespace ladder::disagg {
@@ -26,11 +27,14 @@ struct Worker {
   std::vector<int64_t> batch;  // the prefill batch in progress (slots)
   DecodeState dec;             // decode and colocated workers
   int64_t migrating = 0;       // pulled, KV in transfer
+  std::deque<int64_t> prefilling;                   // chunked: admitted, prompt not yet all processed (FCFS)
+  std::vector<std::pair<int64_t, int64_t>> chunks;  // chunked: (slot, tokens) of the step in progress
 };
 
 struct Slot {
   RequestRecord rec;
   int64_t blocks = 0;
+  int64_t done = 0;  // chunked: prompt tokens processed so far
 };
 
 class Engine {
@@ -92,6 +96,7 @@ class Engine {
     sl.rec.id = pending_.id, sl.rec.input = pending_.input, sl.rec.output = pending_.output;
     sl.rec.arrival = t;
     sl.blocks = c_.blocks_for(pending_.input + pending_.output);
+    sl.done = 0;
     tokens_owed_ += std::max<int64_t>(pending_.output - 1, 0);
     prefill_q_.push_back(s);
     res_.summary.max_in_flight = std::max(res_.summary.max_in_flight, ++in_flight_);
@@ -101,10 +106,12 @@ class Engine {
   void on_worker_done(double t, int64_t wi) {
     Worker& w = workers_[static_cast<size_t>(wi)];
     w.busy = false;
+    if (chunked(w)) return on_chunked_done(t, wi);
     if (w.doing_prefill) {
       for (int64_t s : w.batch) {
         RequestRecord& r = slots_[static_cast<size_t>(s)].rec;
         r.first_token = t;
+        r.prefilled = r.input, r.chunks = 1;
         if (r.output <= 1) {
           if (w.role == Role::colocated) w.dec.blocks_used -= slots_[static_cast<size_t>(s)].blocks;
           r.pulled = r.decode_start = t;
@@ -212,10 +219,93 @@ class Engine {
       Worker& w = workers_[static_cast<size_t>(wi)];
       if (w.role == Role::decode) pull(t, wi);
       if (w.busy) continue;
-      if (w.role == Role::prefill) start_prefill(t, wi);
+      if (chunked(w)) start_chunked(t, wi);
+      else if (w.role == Role::prefill) start_prefill(t, wi);
       else if (w.role == Role::decode) start_decode(t, wi);
       else if (!start_prefill(t, wi)) start_decode(t, wi);  // colocated: prefill first
     }
+  }
+
+  bool chunked(const Worker& w) const { return w.role == Role::colocated && c_.chunked_prefill_tokens > 0; }
+
+  // A hybrid step (decodes + prefill chunks) reads the weights once: the decode step plus what the
+  // chunks add above an empty prefill batch, and never less than either part alone.
+  double hybrid_ms(const BatchStats& pre, const BatchStats& dec) const {
+    if (pre.n == 0) return m_.decode_ms(dec);
+    if (dec.n == 0) return m_.prefill_ms(pre);
+    const double p = m_.prefill_ms(pre), d = m_.decode_ms(dec);
+    return std::max({p, d, d + p - m_.prefill_ms(BatchStats{})});
+  }
+
+  // Sarathi-Serve's stall-free batching: decodes first, then chunks of the prompts in progress, then
+  // of new requests (FCFS, KV blocks reserved at admission), until the step's token budget is spent.
+  bool start_chunked(double t, int64_t wi) {
+    Worker& w = workers_[static_cast<size_t>(wi)];
+    const int64_t decodes = static_cast<int64_t>(w.dec.running.size());
+    int64_t left = std::max<int64_t>(0, c_.chunked_prefill_tokens - decodes);
+    BatchStats pre;
+    auto take = [&](int64_t s) {
+      const Slot& sl = slots_[static_cast<size_t>(s)];
+      const int64_t c = std::min(left, sl.rec.input - sl.done);
+      const double p = static_cast<double>(sl.done), e = static_cast<double>(sl.done + c);
+      w.chunks.emplace_back(s, c);
+      ++pre.n, pre.sum_tokens += static_cast<double>(c), pre.sum_sq += e * e - p * p;
+      left -= c;
+    };
+    for (int64_t s : w.prefilling) {
+      if (left == 0) break;
+      take(s);
+    }
+    while (left > 0 && !prefill_q_.empty()) {
+      const int64_t s = prefill_q_.front();
+      Slot& sl = slots_[static_cast<size_t>(s)];
+      const auto waiting = static_cast<int64_t>(w.prefilling.size());
+      if (!can_admit(w.dec, waiting, sl.blocks, c_.capacity_blocks(), c_.decode_max_batch)) break;
+      prefill_q_.pop_front();
+      w.dec.blocks_used += sl.blocks;
+      res_.summary.max_blocks_used = std::max(res_.summary.max_blocks_used, w.dec.blocks_used);
+      w.prefilling.push_back(s);
+      sl.rec.prefill_worker = wi, sl.rec.prefill_start = t;
+      take(s);
+    }
+    if (decodes == 0 && pre.n == 0) return false;
+    if (decodes > 0) {
+      require(res_.summary.decode_steps < tokens_owed_,
+              "simulator: decode step {} with only {} tokens owed: a decode step produced no token",
+              res_.summary.decode_steps + 1, tokens_owed_);
+      ++res_.summary.decode_steps;
+    }
+    if (pre.n > 0) ++res_.summary.prefill_batches;
+    w.busy = true, w.doing_prefill = false;
+    const BatchStats dec{decodes, static_cast<double>(w.dec.sum_ctx), 0};
+    push(t + hybrid_ms(pre, dec), kWorkerDone, wi);
+    return true;
+  }
+
+  // The step ended: its decodes have one more token (requests that finished leave), then the chunks
+  // count; a prompt now fully processed has its first token and joins the decode batch.
+  void on_chunked_done(double t, int64_t wi) {
+    Worker& w = workers_[static_cast<size_t>(wi)];
+    finished_.clear();
+    finish_decode_step(w.dec, finished_);
+    for (int64_t s : finished_) finish(s, t);
+    for (const auto& [s, c] : w.chunks) {
+      Slot& sl = slots_[static_cast<size_t>(s)];
+      RequestRecord& r = sl.rec;
+      sl.done += c, ++r.chunks;
+      if (sl.done < r.input && !o_.faults.first_token_early) continue;
+      w.prefilling.erase(std::find(w.prefilling.begin(), w.prefilling.end(), s));
+      r.first_token = r.pulled = r.decode_start = t;
+      r.prefilled = sl.done;
+      if (r.output <= 1) {
+        w.dec.blocks_used -= sl.blocks;
+        finish(s, t);
+      } else {
+        r.decode_worker = wi;
+        join_batch(w.dec, RunningRequest{s, r.input, r.output, 1, sl.blocks});
+      }
+    }
+    w.chunks.clear();
   }
 
   const StepModel& m_;

@@ -6,7 +6,9 @@
 // Poisson (exponential gaps), DistServe's setting. The unit-rate gaps come from their own stream and
 // are divided by the rate, so two runs at different rates see the same requests at scaled times
 // (common random numbers: attainment vs rate is then smooth and bisection is well posed). Lengths
-// come from a second stream: fixed, uniform in [lo, hi], or a trace cycled in order.
+// come from a second stream: fixed, uniform in [lo, hi], or a trace cycled in order. A workload may
+// instead list its requests explicitly (Workload::arrivals: the 06-disagg case contract's input), in
+// which case rate, cv, lengths and seed are not used and nothing is drawn.
 // Only +, *, /, sqrt, std::log and (cv > 1 only) std::exp are used: ladder/core/rng.hpp's rule.
 #pragma once
 #include <cmath>
@@ -28,6 +30,12 @@ struct LengthDist {
   static LengthDist uniform(int64_t lo, int64_t hi) { return {Kind::uniform, lo, hi}; }
 };
 
+struct Arrival {
+  int64_t id = 0;
+  double t_ms = 0;
+  int64_t input = 0, output = 0;
+};
+
 struct Workload {
   double rate = 1.0;  // requests per second
   double cv = 1.0;    // coefficient of variation of the gaps; 1 = Poisson
@@ -35,9 +43,25 @@ struct Workload {
   std::vector<std::pair<int64_t, int64_t>> trace;  // (input, output) when kind == trace
   int64_t requests = 1000;
   uint64_t seed = 1;
+  std::vector<Arrival> arrivals;  // explicit requests (ids 0..n-1 in order); empty: drawn from the streams
 };
 
 inline void check_workload(const Workload& w) {
+  if (!w.arrivals.empty()) {
+    require(w.requests == static_cast<int64_t>(w.arrivals.size()), "workload: requests = {} violates == {} (the listed "
+            "requests)", w.requests, w.arrivals.size());
+    double last = 0;
+    for (size_t i = 0; i < w.arrivals.size(); ++i) {
+      const Arrival& a = w.arrivals[i];
+      require(a.id == static_cast<int64_t>(i), "workload: request {} has id {} violates id == its index", i, a.id);
+      require(std::isfinite(a.t_ms) && a.t_ms >= last, "workload: arrival_ms[{}] = {} violates finite and >= {} "
+              "(arrivals non-decreasing from 0)", i, a.t_ms, last);
+      require(a.input >= 1 && a.output >= 1, "workload: request {} (input {}, output {}) violates input >= 1 and "
+              "output >= 1", i, a.input, a.output);
+      last = a.t_ms;
+    }
+    return;
+  }
   require(std::isfinite(w.rate) && w.rate > 0, "workload: rate = {} violates rate > 0", w.rate);
   require(std::isfinite(w.cv) && w.cv > 0, "workload: cv = {} violates cv > 0", w.cv);
   require(w.requests >= 1, "workload: requests = {} violates requests >= 1", w.requests);
@@ -56,6 +80,11 @@ inline void check_workload(const Workload& w) {
 // The longest input + output the workload can produce (the KV capacity must hold it).
 inline int64_t max_request_tokens(const Workload& w) {
   using K = LengthDist::Kind;
+  if (!w.arrivals.empty()) {
+    int64_t m = 0;
+    for (const Arrival& a : w.arrivals) m = std::max(m, a.input + a.output);
+    return m;
+  }
   int64_t both = 0, in = w.input.hi, out = w.output.hi;
   for (const auto& [i, o] : w.trace) {
     both = std::max(both, i + o);
@@ -65,12 +94,6 @@ inline int64_t max_request_tokens(const Workload& w) {
   return w.input.kind == K::trace && w.output.kind == K::trace ? both : in + out;
 }
 
-struct Arrival {
-  int64_t id = 0;
-  double t_ms = 0;
-  int64_t input = 0, output = 0;
-};
-
 class ArrivalStream {
  public:
   explicit ArrivalStream(const Workload& w)
@@ -79,6 +102,7 @@ class ArrivalStream {
   }
   bool done() const { return next_id_ >= w_.requests; }
   Arrival next() {
+    if (!w_.arrivals.empty()) return w_.arrivals[static_cast<size_t>(next_id_++)];
     unit_t_ += gap();
     Arrival a;
     a.id = next_id_++;
