@@ -7,3 +7,12 @@ ladder_add_test(test_06_disagg
 ladder_add_test(test_06_disagg_golden SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_golden.cpp LIBS ladder_core)
 # `ladder simulate` and `ladder reproduce 06-disagg` through their entry points.
 ladder_add_test(test_06_disagg_cli SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_cli.cpp LIBS ladder_cli)
+# Chunked prefill on colocated workers (Sarathi-Serve) and the explicit request list.
+ladder_add_test(test_06_disagg_chunked SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_chunked.cpp LIBS ladder_core)
+# The case contract (ref/src/disagg_contract.cpp) in process, and `ladder describe / oracle / check 06-disagg`
+# end to end from numpy (exit codes 0 / 1 / 2, one-line errors).
+ladder_add_test(test_06_disagg_contract SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_contract.cpp LIBS ladder_core)
+if(TARGET ladder)
+  add_test(NAME cli.06_disagg COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_cli.py $<TARGET_FILE:ladder>)
+  set_tests_properties(cli.06_disagg PROPERTIES LABELS unit)
+endif()

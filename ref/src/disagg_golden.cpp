@@ -3,8 +3,12 @@
 // The simulator is deterministic, so every case is exact (tolerance 0): per-request times as float64,
 // step times on a grid, goodput bisections, and the reproduce identities. Inputs are the case's
 // setup (case.json "setup"), built here from presets.hpp; all outputs go through the registry.
+// One case, requests_chunked, is a case-contract folder (ref/src/disagg_contract.cpp): the request list
+// as inputs, the setup as params, the contract's outputs and a digest, so `ladder check 06-disagg`
+// judges a candidate against it.
 #include <map>
 
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/core/registry.hpp"
@@ -87,10 +91,37 @@ std::map<std::string, Array<double>> golden_outputs(const std::string& name) {
 }
 
 std::vector<std::string> golden_case_names() {
-  return {"goodput_fig1", "identities", "sim_1p2d_roofline", "sim_2p1d_migration", "sim_colocated", "step_models"};
+  return {"goodput_fig1",       "identities",    "requests_chunked", "sim_1p2d_roofline",
+          "sim_2p1d_migration", "sim_colocated", "step_models"};
 }
 
+namespace {
+
+// 97 requests of the sim_colocated workload's kind (uniform 97..1023 in, 1..113 out, Poisson at 2.5 req/s,
+// seed 605) on one colocated worker with Sarathi-style chunks of 512 tokens.
+void write_contract_case(const std::filesystem::path& dir) {
+  Workload w{2.5, 1.0, LengthDist::uniform(97, 1023), LengthDist::uniform(1, 113), {}, 97, 605, {}};
+  Array<double> t({w.requests});
+  Array<int64_t> in({w.requests}), out({w.requests});
+  ArrivalStream stream(w);
+  for (int64_t i = 0; !stream.done(); ++i) {
+    const Arrival a = stream.next();
+    t.data[i] = a.t_ms, in.data[i] = a.input, out.data[i] = a.output;
+  }
+  const Tensors inputs = {{"arrival_ms", to_npy(t)}, {"input_len", to_npy(in)}, {"output_len", to_npy(out)}};
+  const nlohmann::json params = {
+      {"placement", {{"colocated", 1}}},
+      {"workers", {{"chunked_prefill_tokens", 512}, {"kv_capacity_tokens", 16384}, {"decode_max_batch", 64}}}};
+  const Contract& c = contract(kStage);
+  nlohmann::json extra = {{"case", "requests_chunked"}, {"seed", w.seed}, {"rungs", golden_case_rungs("requests_chunked")},
+                          {"description", golden_case_description("requests_chunked")}};
+  write_case(c, dir, inputs, params, run_oracle(c, inputs, params), extra);
+}
+
+}  // namespace
+
 void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool) {
+  if (name == "requests_chunked") return write_contract_case(dir);
   const auto outs = golden_outputs(name);
   std::filesystem::create_directories(dir);
   nlohmann::json shapes = nlohmann::json::object(), dtypes = nlohmann::json::object();
