@@ -30,7 +30,10 @@ void launch_v4_online_warp(const float* x, float* y, int rows, int cols);
 }  // namespace detail
 
 inline constexpr int kBlockThreads = 256;  // v2, v3
-inline constexpr int kRowsPerBlockV1 = 128;
+// v1 has one thread per row, so the rows are all the threads it has: one warp per block spreads them
+// over the most multiprocessors (16384 rows -> 512 blocks; 128-thread blocks gave 128 blocks, fewer
+// than an H100's 132 SMs, 4 warps on each of 128 SMs and none on the rest).
+inline constexpr int kRowsPerBlockV1 = 32;
 inline constexpr int kWarpsPerBlockV4 = 4;
 
 }  // namespace ladder::cuda::softmax
