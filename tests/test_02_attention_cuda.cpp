@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,36 @@ TEST_CASE("the host API rejects what the kernels cannot run, naming the paramete
   CHECK_THROWS_WITH_AS(cuda::attention::flash(Problem::make(1, 1, 0, 2, 8), b, b, b, b, b, nullptr),
                        doctest::Contains("Nq = 0"), Error);
   CHECK_THROWS_AS(cuda::attention::naive(Problem::make(1, 1, 2, 2, 8), nullptr, b, b, b, b, nullptr), Error);
+}
+
+// The ways of a shared-memory access: the most distinct words one bank serves for a warp (word a is
+// in bank a mod 32; lanes reading the same word share one broadcast). 1 = conflict-free.
+static int bank_ways(const std::vector<int>& words) {
+  std::vector<std::vector<int>> bank(32);
+  for (int w : words)
+    if (std::find(bank[w % 32].begin(), bank[w % 32].end(), w) == bank[w % 32].end()) bank[w % 32].push_back(w);
+  int ways = 0;
+  for (const auto& b : bank) ways = std::max(ways, (int)b.size());
+  return ways;
+}
+
+TEST_CASE("the tiled kernels' S loop reads K_j and Q_i rows without bank conflicts (tile_row_stride)") {
+  // One warp of the S / P loops: lane l computes entry (l / kBc, l % kBc) and reads column c of Q_i row
+  // l / kBc and of K_j (V_j) row l % kBc, rows tile_row_stride(d) floats apart.
+  for (int d : {1, 59, 64, 111, 128}) {
+    const int ld = cuda::attention::tile_row_stride(d);
+    for (int c = 0; c < d; ++c) {
+      std::vector<int> k_words, q_words, k_unpadded;
+      for (int l = 0; l < 32; ++l) {
+        k_words.push_back(l % cuda::attention::kBc * ld + c);
+        q_words.push_back(l / cuda::attention::kBc * ld + c);
+        k_unpadded.push_back(l % cuda::attention::kBc * d + c);
+      }
+      CHECK(bank_ways(k_words) == 1);
+      CHECK(bank_ways(q_words) == 1);
+      if (d == 128) CHECK(bank_ways(k_unpadded) == 16);  // the stride the H100 profile showed
+    }
+  }
 }
 
 TEST_CASE("every registered CUDA rung of stage 02 was exercised") {

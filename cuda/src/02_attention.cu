@@ -142,19 +142,34 @@ __global__ void flash_row(Dims p, const float* Q, const float* K, const float* V
 // ---- tiled (FA2 Alg. 1): one block per (batch x head, Q tile) -------------------------------------
 
 constexpr int kOPerThread = kBr * kMaxHeadDim / kTileThreads;  // O_i lives in registers
+constexpr int kRowThreads = kTileThreads / kBr;  // threads sharing one row's softmax step (8)
+static_assert(kTileThreads % kBr == 0 && 32 % kRowThreads == 0 && kBc % kRowThreads == 0,
+              "a row's threads are consecutive lanes of one warp and split the tile's columns evenly");
 
-// Shared memory: Q_i [kBr, d] (scaled on load), K_j, V_j [kBc, d], S/P [kBr, kBc], per-row m, l, alpha.
-// Thread r < kBr owns row r's (m, l); thread t owns the O entries t, t + kTileThreads, ... of [kBr, d].
-__global__ void tiled_forward(Dims p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
+// Row stride of Q_i, K_j, V_j in shared memory: d rounded up to an odd number. Shared memory has 32
+// banks of 4 bytes; word a sits in bank a mod 32 (CUDA C Programming Guide, shared-memory banks). In
+// the S loop a warp's lane l reads K_j row (l mod 16), column c, at the same time: address
+// (l mod 16) ld + c. With ld = d = 128 (= 0 mod 32) all 16 rows fall in bank c -- a 16-way conflict.
+// With ld odd, row r's word sits in bank (r ld + c) mod 32, distinct for r = 0..31 because ld is a
+// unit mod 32, so the 16 rows hit 16 banks (lanes l and l + 16 read the same word: a broadcast), and
+// the two Q_i rows of the warp (l / 16) hit two banks. The O loop reads V_j row j at consecutive
+// columns c: consecutive banks, as before. Cost: kBr + 2 kBc floats more shared memory.
+// ld = tile_row_stride(d) comes from the host (attention_kernels.hpp is a plain C++ header).
+
+// Shared memory: Q_i [kBr, ld] (scaled on load), K_j, V_j [kBc, ld], S/P [kBr, kBc], per-row l, alpha.
+// The softmax step of row r runs on its kRowThreads consecutive threads (t / kRowThreads = r), each
+// taking columns t % kRowThreads, + kRowThreads, ...; they merge by shuffles and all hold the row's
+// (m, l) in registers. Thread t owns the O entries t, t + kTileThreads, ... of [kBr, d].
+__global__ void tiled_forward(Dims p, int ld, const float* Q, const float* K, const float* V, float* O, float* L,
+                              float* m) {
   SIMT_DYNAMIC_SHARED(float, smem);
   const int d = p.d, t = threadIdx.x, r0 = blockIdx.x * kBr, br = min(kBr, p.Nq - r0);
   const size_t bh = blockIdx.y;
   float* Qs = smem;
-  float* Ks = Qs + kBr * d;
-  float* Vs = Ks + kBc * d;
-  float* S = Vs + kBc * d;
-  float* ms = S + kBr * kBc;
-  float* ls = ms + kBr;
+  float* Ks = Qs + kBr * ld;
+  float* Vs = Ks + kBc * ld;
+  float* S = Vs + kBc * ld;
+  float* ls = S + kBr * kBc;
   float* alpha = ls + kBr;
   const float* Qh = Q + (bh * p.Nq + r0) * d;
   const float* Kh = K + bh * p.Nk * d;
@@ -173,8 +188,10 @@ __global__ void tiled_forward(Dims p, const float* Q, const float* K, const floa
     return;
   }
 
-  for (int e = t; e < kBr * d; e += kTileThreads) Qs[e] = e / d < br ? p.scale * Qh[e] : 0.0f;  // load Q_i
-  if (t < kBr) ms[t] = -INFINITY, ls[t] = 0.0f;  // read only by thread t until the last barrier
+  for (int e = t; e < kBr * d; e += kTileThreads)  // load Q_i
+    Qs[e / d * ld + e % d] = e / d < br ? p.scale * Qh[e] : 0.0f;
+  const int row = t / kRowThreads, sub = t % kRowThreads;  // this thread's row in the softmax step
+  float mi = -INFINITY, li = 0.0f;                          // row's (m, l), the same in its threads
   float o[kOPerThread];
   for (int k = 0; k < kOPerThread; ++k) o[k] = 0.0f;
 
@@ -182,37 +199,35 @@ __global__ void tiled_forward(Dims p, const float* Q, const float* K, const floa
     const int c0 = jt * kBc, bc = min(kBc, p.Nk - c0);
     for (int e = t; e < kBc * d; e += kTileThreads) {  // load K_j, V_j; rows past Nk are zeros
       const bool in = e / d < bc;
-      Ks[e] = in ? Kh[(size_t)c0 * d + e] : 0.0f;
-      Vs[e] = in ? Vh[(size_t)c0 * d + e] : 0.0f;
+      Ks[e / d * ld + e % d] = in ? Kh[(size_t)c0 * d + e] : 0.0f;
+      Vs[e / d * ld + e % d] = in ? Vh[(size_t)c0 * d + e] : 0.0f;
     }
     __syncthreads();  // Q_i (first tile), K_j, V_j are in shared memory before S reads them
     for (int e = t; e < kBr * kBc; e += kTileThreads) {  // S_ij = (scale Q_i) K_j^T
-      const float* q = Qs + (e / kBc) * d;
-      const float* k = Ks + (e % kBc) * d;
+      const float* q = Qs + (e / kBc) * ld;
+      const float* k = Ks + (e % kBc) * ld;
       float s = 0.0f;
       for (int c = 0; c < d; ++c) s += q[c] * k[c];
       S[e] = s;
     }
-    __syncthreads();  // S is complete before the row owners read whole rows of it
-    if (t < kBr) {  // the §3.7 merge for row t: m_new, P = e^{S - m_new}, l, alpha = e^{m_old - m_new}
-      float* srow = S + t * kBc;
-      const int visible = t < br ? max(0, min(last_key(p, r0 + t) - c0 + 1, bc)) : 0;
-      if (visible == 0) {  // nothing of this row in the tile: P = 0, state unchanged
-        for (int j = 0; j < kBc; ++j) srow[j] = 0.0f;
-        alpha[t] = 1.0f;
-      } else {
-        float m_new = ms[t];
-        for (int j = 0; j < visible; ++j) m_new = fmaxf(m_new, srow[j]);
-        const float a = expf(ms[t] - m_new);  // 0 while m_old = -inf
-        float rowsum = 0.0f;
-        for (int j = 0; j < kBc; ++j) {
-          srow[j] = j < visible ? expf(srow[j] - m_new) : 0.0f;
-          rowsum += srow[j];
-        }
-        ls[t] = a * ls[t] + rowsum;
-        ms[t] = m_new;
-        alpha[t] = a;
+    __syncthreads();  // S is complete before the row's threads read it
+    {  // the §3.7 merge for row `row`: m_new, P = e^{S - m_new}, l, alpha = e^{m_old - m_new}
+      float* srow = S + row * kBc;
+      const int visible = row < br ? max(0, min(last_key(p, r0 + row) - c0 + 1, bc)) : 0;
+      float m_new = mi;  // stays m_old (and alpha 1, P 0) when none of the row is in the tile
+      for (int j = sub; j < visible; j += kRowThreads) m_new = fmaxf(m_new, srow[j]);
+      for (int off = kRowThreads / 2; off > 0; off >>= 1)  // every lane shuffles: full mask is legal
+        m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, off));
+      const float a = visible == 0 ? 1.0f : expf(mi - m_new);  // 0 while m_old = -inf
+      float rowsum = 0.0f;
+      for (int j = sub; j < kBc; j += kRowThreads) {
+        srow[j] = j < visible ? expf(srow[j] - m_new) : 0.0f;
+        rowsum += srow[j];
       }
+      for (int off = kRowThreads / 2; off > 0; off >>= 1) rowsum += __shfl_xor_sync(0xffffffffu, rowsum, off);
+      li = a * li + rowsum;
+      mi = m_new;
+      if (sub == 0) ls[row] = li, alpha[row] = a;
     }
     __syncthreads();  // P and alpha are written before every thread updates its O entries
     for (int k = 0; k < kOPerThread; ++k) {  // O_i = diag(alpha) O_i + P~_ij V_j
@@ -220,7 +235,7 @@ __global__ void tiled_forward(Dims p, const float* Q, const float* K, const floa
       if (e >= kBr * d) break;
       const int r = e / d, c = e % d;
       float acc = 0.0f;
-      for (int j = 0; j < kBc; ++j) acc += S[r * kBc + j] * Vs[j * d + c];
+      for (int j = 0; j < kBc; ++j) acc += S[r * kBc + j] * Vs[j * ld + c];
       o[k] = alpha[r] * o[k] + acc;
     }
     __syncthreads();  // everyone is done with K_j, V_j, S before the next tile overwrites them
@@ -232,9 +247,9 @@ __global__ void tiled_forward(Dims p, const float* Q, const float* K, const floa
     const float l = ls[e / d];
     Oh[e] = l == 0.0f ? 0.0f : o[k] / l;
   }
-  if (t < br) {
-    L[bh * p.Nq + r0 + t] = ls[t] == 0.0f ? -INFINITY : ms[t] + logf(ls[t]);
-    if (m) m[bh * p.Nq + r0 + t] = ms[t];
+  if (sub == 0 && row < br) {
+    L[bh * p.Nq + r0 + row] = li == 0.0f ? -INFINITY : mi + logf(li);
+    if (m) m[bh * p.Nq + r0 + row] = mi;
   }
 }
 
@@ -265,9 +280,10 @@ void launch_flash_row(const Dims& p, const float* Q, const float* K, const float
 }
 
 void launch_tiled(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
-  const size_t smem = sizeof(float) * ((size_t)(kBr + 2 * kBc) * p.d + kBr * kBc + 3 * kBr);
+  const int ld = tile_row_stride(p.d);
+  const size_t smem = sizeof(float) * ((size_t)(kBr + 2 * kBc) * ld + kBr * kBc + 2 * kBr);
   const dim3 grid(blocks_for((size_t)p.Nq, kBr), (unsigned)(p.B * p.H));
-  simt::launch(tiled_forward, grid, dim3(kTileThreads), smem, p, Q, K, V, O, L, m);
+  simt::launch(tiled_forward, grid, dim3(kTileThreads), smem, p, ld, Q, K, V, O, L, m);
 }
 
 }  // namespace detail

@@ -49,26 +49,30 @@ __global__ void backward_D(Dims p, const float* O, const float* dO, float* D, fl
 
 constexpr int kKVPerThread = kBc * kMaxHeadDim / kTileThreads;  // dK_j, dV_j entries in registers
 
-// Shared memory: K_j, V_j [kBc, d]; Q_i (scaled on load), dO_i [kBr, d]; P, dS [kBr, kBc]; L_i, D_i [kBr].
+// Shared memory: K_j, V_j [kBc, ld]; Q_i (scaled on load), dO_i [kBr, ld]; P, dS [kBr, kBc]; L_i, D_i [kBr].
 // Thread t owns the dK_j, dV_j entries t, t + kTileThreads, ... of [kBc, d].
-__global__ void backward_kv(Dims p, const float* Q, const float* K, const float* V, const float* dO, const float* L,
+// ld = tile_row_stride(d), odd: in the P/dS loop lane l reads K_j, V_j row (l mod 16) at column c, word
+// (l mod 16) ld + c, in bank (l mod 16) ld + c mod 32 -- 16 banks, as ld is a unit mod 32 (with ld = d =
+// 128 it was one bank: 16-way conflicts; CUDA C Programming Guide, shared-memory banks); Q_i, dO_i rows
+// l / 16 are two words in two banks. The dK/dV and dQ loops read rows at consecutive columns.
+__global__ void backward_kv(Dims p, int ld, const float* Q, const float* K, const float* V, const float* dO, const float* L,
                             const float* D, float* dQ, float* dK, float* dV) {
   SIMT_DYNAMIC_SHARED(float, smem);
   const int d = p.d, t = threadIdx.x, c0 = blockIdx.x * kBc, bc = min(kBc, p.Nk - c0);
   const size_t bh = blockIdx.y, qrow0 = bh * p.Nq;
   float* Ks = smem;
-  float* Vs = Ks + kBc * d;
-  float* Qs = Vs + kBc * d;
-  float* dOs = Qs + kBr * d;
-  float* P = dOs + kBr * d;
+  float* Vs = Ks + kBc * ld;
+  float* Qs = Vs + kBc * ld;
+  float* dOs = Qs + kBr * ld;
+  float* P = dOs + kBr * ld;
   float* dS = P + kBr * kBc;
   float* Ls = dS + kBr * kBc;
   float* Ds = Ls + kBr;
 
   for (int e = t; e < kBc * d; e += kTileThreads) {  // load K_j, V_j (ordered by the loop's first barrier)
     const bool in = e / d < bc;
-    Ks[e] = in ? K[(bh * p.Nk + c0) * d + e] : 0.0f;
-    Vs[e] = in ? V[(bh * p.Nk + c0) * d + e] : 0.0f;
+    Ks[e / d * ld + e % d] = in ? K[(bh * p.Nk + c0) * d + e] : 0.0f;
+    Vs[e / d * ld + e % d] = in ? V[(bh * p.Nk + c0) * d + e] : 0.0f;
   }
   float dk[kKVPerThread], dv[kKVPerThread];
   for (int k = 0; k < kKVPerThread; ++k) dk[k] = dv[k] = 0.0f;
@@ -79,8 +83,8 @@ __global__ void backward_kv(Dims p, const float* Q, const float* K, const float*
     const int br = min(kBr, p.Nq - r0);
     for (int e = t; e < kBr * d; e += kTileThreads) {  // load Q_i (scaled), dO_i; rows past Nq are zeros
       const bool in = e / d < br;
-      Qs[e] = in ? p.scale * Q[(qrow0 + r0) * d + e] : 0.0f;
-      dOs[e] = in ? dO[(qrow0 + r0) * d + e] : 0.0f;
+      Qs[e / d * ld + e % d] = in ? p.scale * Q[(qrow0 + r0) * d + e] : 0.0f;
+      dOs[e / d * ld + e % d] = in ? dO[(qrow0 + r0) * d + e] : 0.0f;
     }
     if (t < kBr) {
       Ls[t] = t < br ? L[qrow0 + r0 + t] : -INFINITY;
@@ -93,8 +97,8 @@ __global__ void backward_kv(Dims p, const float* Q, const float* K, const float*
       if (r < br && j < bc && c0 + j <= last_key(p, r0 + r) && Ls[r] != -INFINITY) {
         float s = 0.0f, dp = 0.0f;
         for (int c = 0; c < d; ++c) {
-          s += Qs[r * d + c] * Ks[j * d + c];
-          dp += dOs[r * d + c] * Vs[j * d + c];
+          s += Qs[r * ld + c] * Ks[j * ld + c];
+          dp += dOs[r * ld + c] * Vs[j * ld + c];
         }
         pe = expf(s - Ls[r]);
         ds = pe * (dp - Ds[r]);
@@ -109,8 +113,8 @@ __global__ void backward_kv(Dims p, const float* Q, const float* K, const float*
       const int j = e / d, c = e % d;
       float av = 0.0f, ak = 0.0f;
       for (int r = 0; r < kBr; ++r) {
-        av += P[r * kBc + j] * dOs[r * d + c];
-        ak += dS[r * kBc + j] * Qs[r * d + c];
+        av += P[r * kBc + j] * dOs[r * ld + c];
+        ak += dS[r * kBc + j] * Qs[r * ld + c];
       }
       dv[k] += av;
       dk[k] += ak;
@@ -118,7 +122,7 @@ __global__ void backward_kv(Dims p, const float* Q, const float* K, const float*
     for (int e = t; e < br * d; e += kTileThreads) {  // dQ_i += scale dS K_j, shared with other KV blocks
       const int r = e / d, c = e % d;
       float a = 0.0f;
-      for (int j = 0; j < kBc; ++j) a += dS[r * kBc + j] * Ks[j * d + c];
+      for (int j = 0; j < kBc; ++j) a += dS[r * kBc + j] * Ks[j * ld + c];
       atomicAdd(&dQ[(qrow0 + r0) * d + e], p.scale * a);
     }
     __syncthreads();  // everyone is done with Q_i, dO_i, P, dS before the next Q tile overwrites them
@@ -145,9 +149,10 @@ void launch_backward_D(const Dims& p, const float* O, const float* dO, float* D,
 
 void launch_backward_kv(const Dims& p, const float* Q, const float* K, const float* V, const float* dO,
                         const float* L, const float* D, float* dQ, float* dK, float* dV) {
-  const size_t smem = sizeof(float) * ((size_t)(2 * kBc + 2 * kBr) * p.d + 2 * kBr * kBc + 2 * kBr);
+  const int ld = tile_row_stride(p.d);
+  const size_t smem = sizeof(float) * ((size_t)(2 * kBc + 2 * kBr) * ld + 2 * kBr * kBc + 2 * kBr);
   const dim3 grid(blocks_for((size_t)p.Nk, kBc), (unsigned)(p.B * p.H));
-  simt::launch(backward_kv, grid, dim3(kTileThreads), smem, p, Q, K, V, dO, L, D, dQ, dK, dV);
+  simt::launch(backward_kv, grid, dim3(kTileThreads), smem, p, ld, Q, K, V, dO, L, D, dQ, dK, dV);
 }
 
 }  // namespace detail

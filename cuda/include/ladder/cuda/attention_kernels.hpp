@@ -18,6 +18,10 @@ inline constexpr int kBc = 16;           // key rows per tile
 inline constexpr int kTileThreads = 128;  // threads per tiled/backward block
 inline constexpr int kRowWarps = 4;       // warps (query rows) per flash block
 
+// Row stride (floats) of the tiled/backward kernels' shared Q, K, V, dO tiles: d rounded up to an odd
+// number, so a warp reading 16 rows at one column hits 16 different banks (cuda/src/02_attention.cu).
+inline constexpr int tile_row_stride(int d) { return d | 1; }
+
 // The launches behind ladder/cuda/attention.hpp; scratch is allocated by the caller
 // (cuda/src/02_attention_host.cpp). Pointers are device pointers in the layouts of problem.hpp.
 namespace detail {
