@@ -7,7 +7,9 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/device.hpp"
@@ -190,6 +192,36 @@ TEST_CASE("bad sizes raise ladder::Error naming the parameter") {
   W.cfg.kv_lora_rank = 1000;
   CHECK_THROWS_WITH_AS(cuda::mla::flash_mla(W, s, &x, 1, &t, 1, 1, {&x, nullptr, nullptr, &x}),
                        doctest::Contains("kv_lora_rank = 1000 violates"), Error);
+}
+
+TEST_CASE("flash_split's score step reads the cache tile and q without bank conflicts (flash_row_stride)") {
+  // Warp g of the score step: lane l adds dims part + 4 i (part = l % 4) of token t = l / 4 and head g;
+  // word t ld + part + 4 i of the tile, g ld + part + 4 i of q; word a is in bank a mod 32.
+  const auto ways = [](const std::vector<int64_t>& words) {
+    std::vector<std::vector<int64_t>> bank(32);
+    for (int64_t w : words)
+      if (std::find(bank[w % 32].begin(), bank[w % 32].end(), w) == bank[w % 32].end()) bank[w % 32].push_back(w);
+    size_t n = 0;
+    for (const auto& b : bank) n = std::max(n, b.size());
+    return (int)n;
+  };
+  static_assert(cuda::mla::kFlashDotThreads * cuda::mla::kFlashTileTokens == 32, "one head's scores: one warp");
+  for (int64_t D : {576, 72, 100, 33}) {
+    const int64_t ld = cuda::mla::flash_row_stride(D);
+    CHECK(ld >= D);
+    for (int64_t i = 0; 4 * i + 3 < D; ++i) {
+      std::vector<int64_t> tile, q, unpadded;
+      for (int l = 0; l < 32; ++l) {
+        tile.push_back(l / 4 * ld + l % 4 + 4 * i);
+        q.push_back(l % 4 + 4 * i);
+        unpadded.push_back(l / 4 * D + l % 4 + 4 * i);
+      }
+      CHECK(ways(tile) == 1);
+      CHECK(ways(q) == 1);
+      if (D == 576) CHECK(ways(unpadded) == 8);  // ld = D = 0 mod 32: the 8 tokens in one bank
+    }
+  }
+  CHECK(cuda::mla::flash_split_smem_bytes(576) == 28016);  // 8 blocks of 4 warps per H100 SM (228 KiB)
 }
 
 TEST_CASE("every registered CUDA rung of stage 03 was exercised") {

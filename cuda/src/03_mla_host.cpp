@@ -252,7 +252,7 @@ void flash_mla(const Weights& W, const Step& s, const float* blocks, int64_t num
   const int64_t H = c.n_heads, R = c.kv_lora_rank, D = c.kv_dim();
   require(R <= 4 * kFlashThreads, "cuda::mla::flash_mla: kv_lora_rank = {} violates <= {} (4 columns per thread)", R,
           4 * kFlashThreads);
-  const int64_t smem = 4 * (kFlashHeads * D + kFlashTileTokens * D + kFlashHeads * kFlashTileTokens + 3 * kFlashHeads);
+  const int64_t smem = flash_split_smem_bytes(D);
   require(smem <= 48 * 1024, "cuda::mla::flash_mla: kv_lora + rope = {} needs {} bytes of shared memory, > 48 KiB", D,
           smem);
   require(max_blocks * 64 >= s.Lmax, "cuda::mla::flash_mla: max_blocks = {} cannot hold Lmax = {}", max_blocks, s.Lmax);

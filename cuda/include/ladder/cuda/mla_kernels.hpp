@@ -31,9 +31,20 @@ struct Gemm {
 };
 
 inline constexpr int kGemmTile = 16;          // the GEMM's output tile and K step (16 x 16 threads)
-inline constexpr int kFlashTileTokens = 16;   // cache rows per shared-memory tile (divides the page of 64)
+inline constexpr int kFlashTileTokens = 8;    // cache rows per shared-memory tile (divides the page of 64)
 inline constexpr int kFlashHeads = 4;         // heads per flash_mla block (the head group)
 inline constexpr int kFlashThreads = 128;
+inline constexpr int kFlashDotThreads = kFlashThreads / (kFlashHeads * kFlashTileTokens);  // lanes per score
+static_assert(kFlashDotThreads == 4, "flash_split: each (head, token) score is 4 lanes' partial dot products");
+
+// Row stride (floats) of flash_split's shared q and cache tile: D rounded up to 4 mod 32, so the score
+// step's 32 lanes (8 tokens x 4 partial sums) read 32 different banks (cuda/src/03_mla_flash.cu).
+inline constexpr int64_t flash_row_stride(int64_t D) { return D + ((4 - D % 32) + 32) % 32; }
+// flash_split's dynamic shared memory: q [G, ld], tile [T, ld], P [G, T], m, l, alpha [G].
+inline constexpr int64_t flash_split_smem_bytes(int64_t D) {
+  return 4 * ((kFlashHeads + kFlashTileTokens) * flash_row_stride(D) + kFlashHeads * kFlashTileTokens +
+              3 * kFlashHeads);
+}
 
 // The launches behind ladder/cuda/mla.hpp; scratch is allocated by the caller (cuda/src/03_mla_host.cpp).
 namespace detail {
