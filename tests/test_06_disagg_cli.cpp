@@ -56,6 +56,6 @@ TEST_CASE("ladder reproduce 06-disagg: Fig. 1, M/D/1, identities and the rooflin
   ladder::test::TempDir tmp;
   const std::string md = ladder::cli::reproduce_06_disagg({tmp.path, true});
   for (const char* s : {"| colocated |", "| 2P1D |", "M/D/1", "| 0.5 |", "Huawei A2 prefill", "DeepSeek day-6 nodes",
-                        "JAX v5e-64", "| decode B 32, ctx 544 |"})
+                        "JAX v5e-64", "| decode B 32, ctx 544 |", "Chunked prefill (Sarathi-Serve"})
     CHECK(md.find(s) != std::string::npos);
 }
