@@ -130,11 +130,17 @@ def describe(stage):
 
 
 def _plain(name, v):
+    """A parameter as JSON: bool, int, float, str, or a list / dict of them (06-disagg's setup is nested)."""
     if isinstance(v, np.generic):
         v = v.item()
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
-    raise TypeError(f"{name}: a parameter must be a bool, int, float or str, got {type(v).__name__}")
+    if isinstance(v, (list, tuple)):
+        return [_plain(f"{name}[{i}]", x) for i, x in enumerate(v)]
+    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+        return {k: _plain(f"{name}.{k}", x) for k, x in v.items()}
+    raise TypeError(f"{name}: a parameter must be a bool, int, float, str, or a list / dict (str keys) of them, "
+                    f"got {type(v).__name__}")
 
 
 def _split(stage, kwargs):
