@@ -10,6 +10,8 @@
 #                 ladder::registry() (every rung) lives here
 # A consumer compiles the headers with the -march the library was built with (ladder::ref carries it
 # in the install interface): Eigen's alignment differs between targets, and headers and library must agree.
+# The default, native, means "this machine's CPU": an installed tree then serves this machine (or identical
+# CPUs); for one that moves between machines, configure -DLADDER_MARCH=portable or an explicit target.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

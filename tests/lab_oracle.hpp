@@ -10,7 +10,7 @@
 // The interface uses only std and Eigen types, which are the same on both sides.
 // In the normal build the same library is the reference too, so the tests behave identically.
 #pragma once
-#include <Eigen/Dense>
+#include "ladder/core/eigen.hpp"
 #include <cstdint>
 #include <string>
 #include <vector>

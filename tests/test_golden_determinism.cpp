@@ -10,7 +10,7 @@
 // then FAILS: the determinism check can fail.
 #include <doctest/doctest.h>
 
-#include <Eigen/Core>
+#include "ladder/core/eigen.hpp"
 #include <filesystem>
 #include <fstream>
 #include <iterator>

@@ -14,7 +14,7 @@
 // traffic that tiling (tiled.hpp) removes. Masked keys (causal) are simply not visited; a row that
 // sees no key keeps o' = 0, m = -inf, d' = 0, so L = m + log d' = -inf (the defined fully masked row).
 #pragma once
-#include <Eigen/Dense>
+#include "ladder/core/eigen.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

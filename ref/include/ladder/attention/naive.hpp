@@ -6,18 +6,20 @@
 //   03 mla ... 06 disagg (see attention/problem.hpp)
 //
 // Every step is its own pass over the "HBM" arrays, as the standard implementation launches one
-// kernel per step; S, P (and in the backward dP, dS) are [B, H, Nq, Nk] arrays. That is the cost the
-// later rungs remove: 2 B H Nq Nk extra elements forward, 3 B H Nq Nk backward. Each pass is
-// parallel over (head, block of kRowBlock rows); the GEMMs inside run single-threaded, so every
+// kernel per step; S, P (and in the backward dP, dS) are [Nq, Nk] arrays per head (the forward reuses
+// one head's buffers head after head; the backward holds [B, H, Nq, Nk]). That is the cost the later
+// rungs remove: 2 B H Nq Nk extra elements forward, 3 B H Nq Nk backward. Each pass is parallel
+// over (head, block of kRowBlock rows); the GEMMs inside run single-threaded, so every
 // element is computed by the same sequence of operations whatever the thread count. For T = double
 // (the oracle) the products, exponentials and row sums run in an order fixed by the code
 // (ladder/core/gemm.hpp), so the goldens are the same bytes on every CPU; float keeps Eigen's GEMM.
 // T = double is the stage's oracle (goldens and tests use naive_forward<double>, naive_backward<double>).
 #pragma once
-#include <Eigen/Dense>
+#include "ladder/core/eigen.hpp"
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 #include "ladder/attention/problem.hpp"
 #include "ladder/core/gemm.hpp"
@@ -30,9 +32,16 @@ namespace detail {
 
 inline constexpr int64_t kRowBlock = 64;
 
+struct AlignedDelete {
+  template <class T>
+  void operator()(T* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+// Scratch every element of which is written first, 64-byte aligned: Eigen's vectorised reductions (the
+// float row sum and dot below) peel an unaligned head with scalar code, so with AVX's 32-byte packets
+// a row's sum would otherwise depend on where the allocator put the buffer, and change from run to run.
 template <class T>
-std::unique_ptr<T[]> uninitialised(int64_t n) {  // scratch every element of which is written first
-  return std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]);
+std::unique_ptr<T[], AlignedDelete> uninitialised(int64_t n) {
+  return std::unique_ptr<T[], AlignedDelete>(new (std::align_val_t(64)) T[static_cast<size_t>(n)]);
 }
 
 // Alg. 0 line 1: S = scale Q K^T for every head; masked entries (causal) are -inf.
@@ -124,11 +133,19 @@ template <class T>
 void naive_forward(const Problem& p, const T* Q, const T* K, const T* V, T* O, T* L, T* m) {
   check_problem(p, "naive");
   check_pointers("naive", Q, K, V, O, L);
-  const int64_t n = p.heads() * p.Nq * p.Nk;
+  // One (batch, head) at a time: S and P of one head [Nq, Nk] are written and read back in full, as
+  // the standard implementation does, but the buffers are reused from head to head instead of holding
+  // all B H of them at once (1 GiB at N = 4096, B H = 8 in fp32: fresh pages for every call). Every
+  // element is computed by the same operations either way, so the fp64 goldens do not change.
+  Problem one = p;
+  one.B = one.H = 1;
+  const int64_t Nq = p.Nq, Nk = p.Nk, d = p.d, n = Nq * Nk;
   auto S = detail::uninitialised<T>(n), P = detail::uninitialised<T>(n);
-  detail::scores(p, Q, K, S.get());                     // line 1
-  detail::softmax_rows(p, S.get(), P.get(), L, m);      // line 2
-  detail::head_products(p, P.get(), V, p.Nk, T(1), O);  // line 3
+  for (int64_t bh = 0; bh < p.heads(); ++bh) {
+    detail::scores(one, Q + bh * Nq * d, K + bh * Nk * d, S.get());                    // line 1
+    detail::softmax_rows(one, S.get(), P.get(), L + bh * Nq, m ? m + bh * Nq : m);  // line 2
+    detail::head_products(one, P.get(), V + bh * Nk * d, Nk, T(1), O + bh * Nq * d);  // line 3
+  }
 }
 
 // Backward of the standard implementation, from the materialised P (it re-runs Alg. 0 lines 1-2, as a

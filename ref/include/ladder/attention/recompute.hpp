@@ -26,7 +26,7 @@
 // (B H >= threads), and the CUDA rung shows the atomics.
 // Masked entries and fully masked rows (L = -inf) get P = 0, hence zero gradients.
 #pragma once
-#include <Eigen/Dense>
+#include "ladder/core/eigen.hpp"
 #include <cmath>
 #include <cstdint>
 

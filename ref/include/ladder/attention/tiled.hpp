@@ -25,7 +25,7 @@
 // (scaled by `scale` on the way, so S = Q_i K_j^T needs no extra pass), K_j and V_j, and storing O_i
 // and L_i are the only accesses to the [B,H,N,d] arrays, and are what Traffic counts.
 #pragma once
-#include <Eigen/Dense>
+#include "ladder/core/eigen.hpp"
 #include <cmath>
 #include <cstdint>
 #include <vector>

@@ -3,7 +3,7 @@
 // Matrices are row-major (a row of a softmax batch, a query row of attention, a token of a cache is
 // contiguous), matching the C-order .npy files and the CUDA kernels' indexing.
 #pragma once
-#include <Eigen/Dense>
+#include "ladder/core/eigen.hpp"
 
 #include <cstdint>
 #include <numeric>

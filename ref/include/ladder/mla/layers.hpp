@@ -92,6 +92,9 @@ Mat<T> query_rope(const Weights<T>& W, const Mat<T>& cQ, const std::vector<int64
 
 // The compressed cache rows of tokens h [n, hidden] at positions pos[n]: [n, kv_lora + rope] =
 // [RMSNorm(c^KV) | RoPE(k^R)] (the CC cache of the notes: "[kv_a_layernorm(c_kv) | RoPE(k_pe)]").
+// Only the input generator (synthetic.hpp) calls it, and the goldens store its float32 rows: the
+// product runs in the fixed order of ladder/core/gemm.hpp for float too, since Eigen's float GEMM
+// fuses multiply-adds wherever the target has FMA (-march=native) and the rows would change bits.
 template <class T>
 Mat<T> kv_entries(const Weights<T>& W, const Mat<T>& h, const std::vector<int64_t>& pos) {
   const Config& c = W.cfg;
@@ -99,7 +102,9 @@ Mat<T> kv_entries(const Weights<T>& W, const Mat<T>& h, const std::vector<int64_
   require(static_cast<int64_t>(pos.size()) == h.rows(), "mla kv_entries: pos.size = {} violates == h.rows = {}",
           pos.size(), h.rows());
   Mat<T> kv(h.rows(), c.kv_dim());
-  gemm_nt<T>(h, W.W_DKV, kv);
+  count_macs(h.rows(), c.kv_dim(), h.cols());
+  gemm_fixed_order<T>(h.rows(), c.kv_dim(), h.cols(), T(1), h.data(), h.cols(), Op::N, W.W_DKV.data(),
+                      W.W_DKV.cols(), Op::T, kv.data(), kv.cols(), false);  // c^KV | k^R = h W_DKV^T
   for (int64_t t = 0; t < kv.rows(); ++t) {
     require(pos[t] >= 0, "mla kv_entries: pos[{}] = {} violates pos >= 0", t, pos[t]);
     rms_norm_inplace(&kv(t, 0), W.kv_norm.data(), c.kv_lora_rank, c.rms_eps);
