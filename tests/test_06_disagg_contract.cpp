@@ -127,6 +127,7 @@ TEST_CASE("06-disagg contract: bad inputs and params name the tensor or key") {
   throws(in, {{"placement", {{"prefill", 1}}}}, "decode = 0 violates");
   throws(in, {{"step_model", {{"kind", "roofline"}}}}, "step_model.kind = 'roofline' violates distserve | table");
   throws(in, {{"step_model", {{"prefill", {1, 2}}}}}, "step_model.prefill = [1,2] violates [a, b, c]");
+  throws(in, {{"step_model", {{"decode", {1e300, 1, 1}}}}}, "step_model.decode = [1e+300,1,1] violates [a, b, c]");
   throws(in, {{"slo", {{"ttft_s", 0}}}}, "violates ttft_s > 0");
   throws(in, {{"workers", {{"kv_capacity_tokens", 64}}}}, "cannot hold the longest request");
   // A measured table as the step model runs too.

@@ -25,6 +25,7 @@ namespace {
 
 using nlohmann::json;
 constexpr int64_t kMaxRequests = int64_t{1} << 24;  // 16M requests: beyond this a typo, not a workload
+constexpr double kMaxMs = 1e9;                      // step-model coefficients and table entries
 
 void check_keys(const json& j, const std::string& where, std::initializer_list<const char*> known) {
   require(j.is_object(), "06-disagg: param {} = {} violates a JSON object", where, j.dump());
@@ -40,8 +41,8 @@ void check_keys(const json& j, const std::string& where, std::initializer_list<c
 double number(const json& j, const char* key, const std::string& where, double fallback) {
   if (!j.contains(key)) return fallback;
   const json& v = j.at(key);
-  require(v.is_number() && std::isfinite(v.get<double>()), "06-disagg: param {}.{} = {} violates a finite number",
-          where, key, v.dump());
+  require(v.is_number() && std::abs(v.get<double>()) <= kMaxMs, "06-disagg: param {}.{} = {} violates a number "
+          "within +-1e9", where, key, v.dump());
   return v.get<double>();
 }
 
@@ -57,8 +58,10 @@ int64_t integer(const json& j, const char* key, const std::string& where, int64_
 std::array<double, 3> triple(const json& j, const char* key, const std::array<double, 3>& fallback) {
   if (!j.contains(key)) return fallback;
   const json& v = j.at(key);
-  require(v.is_array() && v.size() == 3 && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); }),
-          "06-disagg: param step_model.{} = {} violates [a, b, c] (three numbers, ms)", key, v.dump());
+  // Bounded so that no step time overflows to inf (inf - inf in a hybrid step would be NaN).
+  const auto ok = [](const json& x) { return x.is_number() && x.get<double>() >= 0 && x.get<double>() <= kMaxMs; };
+  require(v.is_array() && v.size() == 3 && std::all_of(v.begin(), v.end(), ok),
+          "06-disagg: param step_model.{} = {} violates [a, b, c] (three numbers in [0, 1e9], ms)", key, v.dump());
   return {v[0].get<double>(), v[1].get<double>(), v[2].get<double>()};
 }
 
@@ -67,8 +70,10 @@ std::vector<TableRow> table_rows(const json& sm, const char* phase) {
           "\"table\": a list of [batch, tokens, ms]", phase);
   std::vector<TableRow> rows;
   for (const json& r : sm.at(phase)) {
-    require(r.is_array() && r.size() == 3 && r[0].is_number_integer() && r[1].is_number() && r[2].is_number(),
-            "06-disagg: param step_model.{} row {} violates [batch (integer), tokens, ms]", phase, r.dump());
+    const auto in_range = [](const json& x) { return x.is_number() && std::abs(x.get<double>()) <= kMaxMs; };
+    require(r.is_array() && r.size() == 3 && r[0].is_number_integer() && in_range(r[1]) && in_range(r[2]),
+            "06-disagg: param step_model.{} row {} violates [batch (integer), tokens, ms] (|tokens|, |ms| <= 1e9)",
+            phase, r.dump());
     rows.push_back({r[0].get<int64_t>(), r[1].get<double>(), r[2].get<double>()});
   }
   return rows;
