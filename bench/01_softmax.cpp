@@ -1,5 +1,5 @@
-// bench/01_softmax.cpp -- the three stage-01 reference rungs and a copy (the memory bound), side by
-// side in one run, with bytes/s from each rung's Cost. Run: build/bin/bench_01_softmax
+// bench/01_softmax.cpp -- the stage-01 reference rungs (scalar and vectorised) and a copy (the memory
+// bound), side by side in one run, with bytes/s from each rung's Cost. Run: build/bin/bench_01_softmax
 // (--benchmark_filter=64M for the large size only). Compare ratios within one run, not across runs.
 #include <benchmark/benchmark.h>
 
@@ -54,4 +54,7 @@ BENCHMARK(BM_copy)->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->U
 BENCHMARK_CAPTURE(BM_softmax, naive, std::string("naive"))->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_softmax, safe, std::string("safe"))->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_softmax, online, std::string("online"))->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
+// The vectorised pair (softmax_vec.hpp): the fair comparison of two passes against three.
+BENCHMARK_CAPTURE(BM_softmax, safe_vec, std::string("safe_vec"))->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_softmax, online_vec, std::string("online_vec"))->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

@@ -20,6 +20,7 @@
 #include "ladder/core/rng.hpp"
 #include "ladder/golden_cases.hpp"
 #include "ladder/softmax.hpp"
+#include "ladder/softmax_vec.hpp"
 
 using namespace ladder;
 namespace fs = std::filesystem;
@@ -61,7 +62,7 @@ bool has_nonfinite_where_oracle_finite(const Array<float>& c, const Array<double
 
 TEST_CASE("every reference rung vs the fp64 oracle on every golden case (float32 and float64)") {
   const auto rungs = registry().stage(kStage, "ref");
-  REQUIRE(rungs.size() == 3);
+  REQUIRE(rungs.size() == 5);  // naive, safe, online, safe_vec, online_vec
   for (const std::string& name : softmax::golden_case_names()) {
     const fs::path dir = test::golden_dir(kStage) / name;
     const nlohmann::json j = read_json(dir / "case.json");
@@ -215,12 +216,50 @@ TEST_CASE("online's recurrence is caught when broken (a rung without the rescale
   CHECK_FALSE(compare(o, y, reference("safe", x), Tolerance{}).pass);
 }
 
+TEST_CASE("vectorised rungs: every row length around the lane width, NaN in any lane, the merge rule") {
+  // Lengths 1 .. 3 lane steps + 1 exercise rows shorter than one step, whole steps, and scalar tails;
+  // each is judged by the tolerance rule against the fp64 oracle (safe in float64).
+  const int64_t step = softmax::vec::kWidth<float> * softmax::vec::kChains;
+  Rng rng(11);
+  for (int64_t V = 1; V <= 3 * step + 1; ++V) {
+    Array<float> x({3, V});
+    for (auto& v : x.data) v = static_cast<float>(8.0 * rng.normal());
+    x.data[static_cast<size_t>(V + V / 2)] = -INFINITY;  // a masked entry in row 1
+    const Array<double> o = reference("safe", x.cast<double>());
+    for (const std::string id : {"safe_vec", "online_vec"}) {
+      const Array<float> y = run32(registry().find(kStage, "ref", id), x);
+      test::check_rule({id, "float32", "y", "random rows of length " + std::to_string(V), kRowCol}, o, y,
+                       reference("safe", x), Tolerance{2, 4, 0x1p-23});
+    }
+  }
+  // A NaN anywhere makes its row all NaN (as in the scalar rungs), whichever lane it lands in.
+  for (int64_t pos = 0; pos <= step; ++pos) {
+    Array<float> x({1, 2 * step + 3});
+    for (int64_t j = 0; j < x.size(); ++j) x.data[static_cast<size_t>(j)] = static_cast<float>(j % 7);
+    x.data[static_cast<size_t>(pos)] = NAN;
+    for (const std::string id : {"safe_vec", "online_vec"})
+      CHECK_MESSAGE(all_nan(run32(registry().find(kStage, "ref", id), x)),
+                    "rung " << id << ": a NaN at column " << pos << " must make the whole row NaN");
+  }
+  // notes §3.5, over all lanes at once: d = sum_l d_l e^{m_l - m} at the final maximum m; a lane that
+  // saw only -inf adds its d (0) unscaled.
+  double d = 0;
+  softmax::vec::merge_into(3.0, d, 1.0, 2.0);
+  softmax::vec::merge_into(3.0, d, 3.0, 5.0);
+  CHECK(d == doctest::Approx(2 * std::exp(-2.0) + 5).epsilon(1e-15));
+  softmax::vec::merge_into<double>(3.0, d, -INFINITY, 0.0);
+  CHECK(d == doctest::Approx(2 * std::exp(-2.0) + 5).epsilon(1e-15));
+}
+
 TEST_CASE("cost: memory accesses per element 3 / 4 / 3 and bytes as a formula of the shape") {
   const Shape s{3, 5};
   const auto& reg = registry();
   CHECK(softmax::accesses_per_element(reg.find(kStage, "ref", "naive").cost(s), s) == 3);
   CHECK(softmax::accesses_per_element(reg.find(kStage, "ref", "safe").cost(s), s) == 4);
   CHECK(softmax::accesses_per_element(reg.find(kStage, "ref", "online").cost(s), s) == 3);
+  // The vectorised rungs move the same bytes and do the same work as the algorithms they vectorise.
+  CHECK(reg.find(kStage, "ref", "safe_vec").cost(s) == reg.find(kStage, "ref", "safe").cost(s));
+  CHECK(reg.find(kStage, "ref", "online_vec").cost(s) == reg.find(kStage, "ref", "online").cost(s));
   const Cost c = reg.find(kStage, "ref", "safe").cost(s);
   CHECK(c.bytes_read == 3 * 15 * 4);
   CHECK(c.bytes_written == 15 * 4);
