@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 LADDER := build/bin/ladder
 
-.PHONY: all setup configure build test test-unit test-tsan test-labs lab reproduce golden clean figures notebooks
+.PHONY: all setup configure build test test-unit test-tsan test-labs lab reproduce golden clean figures notebooks bench
 
 all: build
 
@@ -50,6 +50,13 @@ figures: build
 # The notebooks executed, their outputs stored in the .ipynb files (scripts/run-notebook --write).
 notebooks: build
 	@scripts/run-notebook --write notebooks/*.ipynb
+
+# Every stage's benchmark (bench/*.cpp) in one run, beside the machine's FMA peak and copy bandwidth
+# measured by the same run: bench-report/REPORT.md, results.json and a PNG per stage (scripts/bench-report).
+BENCH_OUT ?= bench-report
+bench: configure
+	@cmake --build build -j $(JOBS) --target $(patsubst bench/%.cpp,bench_%,$(wildcard bench/*.cpp))
+	@/usr/bin/python3 scripts/bench-report --build build --out $(BENCH_OUT)
 
 reproduce: build
 	@$(LADDER) reproduce --out reproduce

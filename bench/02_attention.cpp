@@ -1,5 +1,6 @@
 // bench/02_attention.cpp -- stage 02: the tiled forward (fp32) beside naive attention and an Eigen GEMM
-// of the same FLOP count, in one run, at N = 4096, batch 8, one head, head dims 59, 64, 111, 128.
+// of the same FLOP count and a plain Eigen naive attention (the naive rung's peer), in one run, at
+// N = 4096, batch 8, one head, head dims 59, 64, 111, 128.
 // GFLOP/s count 4 N^2 d per head (the two products) for all three, so the ratios compare times.
 // Run: build/bin/bench_02_attention. Repetitions are interleaved at random (so slow phases of a shared
 // machine hit every kernel alike) and the medians feed one summary line per head dim:
@@ -61,6 +62,35 @@ void BM_naive(benchmark::State& st) {
       benchmark::Counter(attention_flops(d) * 1e-9 * static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
 }
 
+// The peer of the naive rung: a plain Eigen naive attention of the same shape, one (batch, head) at a
+// time -- S = scale Q K^T (Eigen GEMM, Eigen's own OpenMP threads), a vectorised row softmax (Eigen's
+// exp), O = P V (Eigen GEMM). What an engineer would write first; the naive rung must not be slower
+// than it by more than its extra passes over S and P.
+void BM_eigen_naive(benchmark::State& st) {
+  const int64_t d = st.range(0);
+  Data x(d);
+  Mat<float> S(kN, kN);
+  const float scale = static_cast<float>(x.p.scale);
+  for (auto _ : st) {
+    for (int64_t b = 0; b < kB; ++b) {
+      const ConstMatMap<float> Q(x.Q.data() + b * kN * d, kN, d), K(x.K.data() + b * kN * d, kN, d),
+          V(x.V.data() + b * kN * d, kN, d);
+      MatMap<float> O(x.O.data() + b * kN * d, kN, d);
+      S.noalias() = scale * Q * K.transpose();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < kN; ++i) {
+        auto r = S.row(i).array();
+        r = (r - r.maxCoeff()).exp();
+        r *= 1.0f / r.sum();
+      }
+      O.noalias() = S * V;
+    }
+    benchmark::DoNotOptimize(x.O.data());
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(attention_flops(d) * 1e-9 * static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
+}
+
 // One square fp32 Eigen GEMM (Eigen's own OpenMP threading) with 2 n^3 = 4 N^2 d B, n rounded to 16.
 void BM_gemm(benchmark::State& st) {
   const int64_t d = st.range(0);
@@ -98,12 +128,13 @@ class Summary : public benchmark::ConsoleReporter {
     for (auto& [d, m] : rate_) {
       auto get = [&m](const char* k) { return m.count(k) ? m[k] : 0.0; };
       auto num = [](double v, const char* f) { return v > 0 ? fmt::format(fmt::runtime(f), v) : std::string("-"); };
-      const double tiled = get("BM_tiled"), naive = get("BM_naive"), gemm = get("BM_gemm");
+      const double tiled = get("BM_tiled"), naive = get("BM_naive"), gemm = get("BM_gemm"), plain = get("BM_eigen_naive");
       fmt::print(
-          "attention N={} B={} d={}: tiled {} GFLOP/s, naive {}, gemm {}; tiled/gemm {}, tiled/naive {}, "
-          "tiled vs tiled(d=128) {}\n",
-          kN, kB, d, num(tiled, "{:.1f}"), num(naive, "{:.1f}"), num(gemm, "{:.1f}"),
+          "attention N={} B={} d={}: tiled {} GFLOP/s, naive {}, eigen naive {}, gemm {}; tiled/gemm {}, "
+          "tiled/naive {}, naive/eigen naive {}, tiled vs tiled(d=128) {}\n",
+          kN, kB, d, num(tiled, "{:.1f}"), num(naive, "{:.1f}"), num(plain, "{:.1f}"), num(gemm, "{:.1f}"),
           num(gemm > 0 ? tiled / gemm : 0, "{:.2f}"), num(naive > 0 ? tiled / naive : 0, "{:.2f}"),
+          num(plain > 0 ? naive / plain : 0, "{:.2f}"),
           num(ref > 0 ? tiled / ref : 0, "{:.2f}"));  // "-" where a filter left a kernel out
     }
   }
@@ -115,6 +146,7 @@ class Summary : public benchmark::ConsoleReporter {
 
 BENCHMARK(BM_tiled)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_naive)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_eigen_naive)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_gemm)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) {
