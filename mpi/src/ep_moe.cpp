@@ -45,6 +45,7 @@
 #include "ladder/moe/sorted.hpp"
 #include "ladder/moe/synthetic.hpp"
 #include "ladder/mpi/ep_a2a.hpp"
+#include "ladder/mpi/launch.hpp"
 
 namespace {
 
@@ -63,11 +64,7 @@ struct Options {
   uint64_t seed = 1202;
 };
 
-Index parse_int(const std::string& s, const char* what) {
-  require(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() <= 9,
-          "ep-moe: {} = '{}' violates a non-negative integer", what, s);
-  return std::stoll(s);
-}
+Index parse_int(const std::string& s, const char* what) { return ladder::mpi::parse_count(s, "ep-moe", what); }
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -299,17 +296,8 @@ int run(const Options& o, int rank, int P) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int rc = 0;
-  try {
-    rc = run(parse(argc, argv), rank, size);  // every check before the first message is made alike on all ranks
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ladder-ep-moe: rank %d: error: %s\n", rank, e.what());
-    rc = 2;
-  }
-  MPI_Finalize();
-  return rc;
+  // Every check before the first message is made alike on all ranks; `checked` stays false, so an error
+  // is one line per rank and exit 2 (the collectives' own waits carry deadlines).
+  return ladder::mpi::run_ranks(argc, argv, "ladder-ep-moe",
+                                [&](int rank, int size, bool&) { return run(parse(argc, argv), rank, size); });
 }

@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ladder/mpi/kv_transport.hpp"
+#include "ladder/mpi/launch.hpp"
 
 namespace {
 
@@ -61,11 +62,7 @@ std::vector<int64_t> parse_list(const std::string& s, const char* what) {
   return v;
 }
 
-int64_t parse_int(const std::string& s, const char* what) {
-  require(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() <= 9,
-          "kv-migrate: {} = '{}' violates a non-negative integer", what, s);
-  return std::stoll(s);
-}
+int64_t parse_int(const std::string& s, const char* what) { return ladder::mpi::parse_count(s, "kv-migrate", what); }
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -197,39 +194,17 @@ int decode_rank(const Options& o, const Layout& lay, int64_t k) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int rc = 0;
-  bool checked = false;  // past the checks every rank makes alike
-  try {
+  return ladder::mpi::run_ranks(argc, argv, "ladder-kv-migrate", [&](int rank, int size, bool& checked) {
     Options o = parse(argc, argv);
     require(size >= 2, "kv-migrate: {} rank(s) violates >= 2 (prefill ranks + one decode rank; mpirun -np N)", size);
     if (rank == o.skew_rank) o.cfg.seed += 1;
-    // Every rank must run the same configuration: compare digests before any work.
-    const uint64_t mine = o.cfg.digest();
-    uint64_t lo = 0, hi = 0;
-    MPI_Allreduce(&mine, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&mine, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    require(lo == hi, "kv-migrate: rank {}: the ranks were given different configurations (digest {:016x}; "
-            "min {:016x}, max {:016x} over all ranks)", rank, mine, lo, hi);
+    ladder::mpi::require_same_config(o.cfg.digest(), rank, "kv-migrate");
     validate(o.cfg);
     const Layout lay = make_layout(o.cfg, size);
     checked = true;
+    int rc = 0;
     if (rank >= lay.prefill_ranks) rc = decode_rank(o, lay, rank - lay.prefill_ranks);
     else prefill_serve(o.cfg, o.t, rank, lay);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ladder-kv-migrate: rank %d: error: %s\n", rank, e.what());
-    std::fflush(stderr);
-    // A configuration error is seen by every rank alike (checked before any message): each exits.
-    // Anything later may leave peers waiting: abort the job, which ends every rank with an error.
-    if (!checked) {
-      MPI_Finalize();
-      return 2;
-    }
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Finalize();
-  return rc;
+    return rc;
+  });
 }

@@ -34,6 +34,7 @@
 #include "ladder/moe/synthetic.hpp"
 #include "ladder/mpi/ep_a2a.hpp"
 #include "ladder/mpi/kv_transport.hpp"
+#include "ladder/mpi/launch.hpp"
 
 namespace {
 
@@ -47,11 +48,7 @@ struct Options {
   bool plant_swap_weights = false;  // test: the MoE combine weights each output by the next top-k weight
 };
 
-int64_t parse_int(const std::string& s, const char* what) {
-  require(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() <= 9,
-          "serve-demo: {} = '{}' violates a non-negative integer", what, s);
-  return std::stoll(s);
-}
+int64_t parse_int(const std::string& s, const char* what) { return ladder::mpi::parse_count(s, "serve-demo", what); }
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -201,39 +198,17 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int rc = 0;
-  bool checked = false;  // past the checks every rank makes alike
-  try {
+  return ladder::mpi::run_ranks(argc, argv, "ladder-serve-demo", [&](int rank, int size, bool& checked) {
     const Options o = parse(argc, argv);
     require(size >= 2, "serve-demo: {} rank(s) violates >= 2 (prefill ranks + one decode rank; mpirun -np N)", size);
-    // Every rank must run the same configuration: compare digests before any work.
-    const uint64_t mine = o.cfg.digest() ^ (static_cast<uint64_t>(o.experts) * 0x9e3779b97f4a7c15ull);
-    uint64_t lo = 0, hi = 0;
-    MPI_Allreduce(&mine, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&mine, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    require(lo == hi, "serve-demo: rank {}: the ranks were given different configurations", rank);
+    ladder::mpi::require_same_config(o.cfg.digest() ^ (static_cast<uint64_t>(o.experts) * 0x9e3779b97f4a7c15ull), rank,
+                                     "serve-demo");
     validate(o.cfg);
     const Layout lay = make_layout(o.cfg, size);
     require(o.experts >= 2 && o.experts % size == 0, "serve-demo: --experts = {} violates a multiple (>= 2) of the "
             "rank count {} (every rank holds E/N experts)", o.experts, size);
     moe_layer(o);
     checked = true;
-    rc = run(o, rank, size, lay);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ladder-serve-demo: rank %d: error: %s\n", rank, e.what());
-    std::fflush(stderr);
-    // A configuration error is seen by every rank alike (checked before any message): each exits.
-    // Anything later may leave peers waiting: abort the job, which ends every rank with an error.
-    if (!checked) {
-      MPI_Finalize();
-      return 2;
-    }
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Finalize();
-  return rc;
+    return run(o, rank, size, lay);
+  });
 }
