@@ -42,7 +42,7 @@ Cluster placement(bool colocated) {
 void run(benchmark::State& st, bool colocated, int64_t requests) {
   const DistServeModel m(distserve_opt13b_a100());
   const Cluster c = placement(colocated);
-  Workload w{colocated ? 1.5 : 5.0, 1.0, LengthDist::fixed(512), LengthDist::fixed(64), {}, requests, 1};
+  Workload w{colocated ? 1.5 : 5.0, 1.0, LengthDist::fixed(512), LengthDist::fixed(64), {}, requests, 1, {}};
   Summary s;
   for (auto _ : st) {
     s = simulate(m, c, w, Slo{400, 40}).summary;
