@@ -5,6 +5,10 @@
     y = ladder.softmax(x)                         # a rung on numpy arrays (float32 or float64)
     o = ladder.attention(Q, K, V, causal=True)    # {"O", "L", "m"}
     r = ladder.moe("dropless", **case["inputs"], **case["params"])   # 03-mla / 04-moe: a whole case's inputs
+    ms = ladder.step_time(np.array([512, 97]), "prefill", rung="roofline")   # 06: one step's ms
+    r = ladder.run("06-disagg", "disaggregated", arrival_ms=t, input_len=i, output_len=o,
+                   placement={"prefill": 2, "decode": 1})           # 06: per-request TTFT, TPOT, ...
+    ladder.goodput("data/disagg/distserve-fig1.json")               # 06: goodput per placement
     ladder.describe("02-attention")              # the case contract: inputs, params, outputs, rules
     want = ladder.oracle("01-softmax", x=x)       # fp64 expected outputs of YOUR inputs, {"y": ...}
     ladder.check("01-softmax", {"x": x}, y)      # the tolerance rule's report as a dict ("pass", ...)
@@ -23,7 +27,7 @@ import numpy as np
 from . import _ladder
 
 __all__ = ["rungs", "stages", "cost", "run", "softmax", "attention", "attention_backward", "eplb", "mla", "moe",
-           "describe", "oracle", "check", "golden", "version"]
+           "step_time", "goodput", "describe", "oracle", "check", "golden", "version"]
 
 version = _ladder.version
 
@@ -101,6 +105,47 @@ def moe(rung="dropless", backend="ref", precision="float32", **inputs_and_params
     return _run_contract("04-moe", rung, backend, precision, inputs_and_params)
 
 
+def step_time(lengths, phase="prefill", rung="distserve", **params):
+    """Stage 06 step models: the time (ms) of ONE engine step whose batch holds a request per entry of
+    `lengths` (int array; prefill: each request's new tokens; decode: each request's context).
+
+    rung="distserve": prefill=[a, b, c], decode=[a, b, c] (ms; default DistServe's OPT-13B A100 fit);
+    rung="roofline": model="opt-13b" | "deepseek-v3" | PATH.json, gpu="a100-80gb" | "h800-sxm" | PATH.json,
+    gpus=1, dtype="bf16" (names are files in ladder's data/models, data/gpus; $LADDER_DATA overrides);
+    rung="table": csv=PATH (header phase,batch,tokens,ms)."""
+    return _ladder.step_time(rung, phase, lengths, json.dumps({k: _plain(k, v) for k, v in params.items()}))
+
+
+def goodput(config):
+    """Stage 06 goodput rung on a `ladder simulate` config (a dict, or a path to its JSON): per placement
+    {"placement", "gpus", "rate", "per_gpu", "attainment", "upper", "probes"} -- the highest rate measured
+    to keep >= the target attainment, found by doubling then bisection to the config's precision."""
+    if isinstance(config, (str, os.PathLike)):
+        path = os.fspath(config)
+        if not os.path.isfile(path):
+            raise ValueError(f"config: '{path}': no such file")
+        with open(path) as f:
+            text, base = f.read(), os.path.dirname(os.path.abspath(path))
+    elif isinstance(config, dict):
+        text, base = json.dumps(_plain("config", config)), os.getcwd()
+    else:
+        raise TypeError(f"config: expected a dict or a path to a config JSON, got {type(config).__name__}")
+    return list(_ladder.goodput(text, base))
+
+
+def _disagg(backend, rung, kw):
+    """06-disagg by rung kind: simulators take a request list, step models a batch, goodput a config."""
+    if backend != "ref":
+        raise ValueError(f"backend: '{backend}' violates backend == 'ref' (06-disagg is a simulator; no kernels)")
+    if rung in ("distserve", "roofline", "table"):
+        return step_time(rung=rung, **kw)
+    if rung == "goodput":
+        if set(kw) != {"config"}:
+            raise TypeError("goodput: takes config= (a dict or a path), got " + (", ".join(kw) or "nothing"))
+        return goodput(kw["config"])
+    return _run_contract("06-disagg", rung, backend, "float64", kw)
+
+
 _CALLS = {
     "01-softmax": lambda backend, rung, kw: softmax(rung=rung, backend=backend, **kw),
     "02-attention": lambda backend, rung, kw: (
@@ -109,6 +154,7 @@ _CALLS = {
     "03-mla": lambda backend, rung, kw: mla(rung=rung, backend=backend, **kw),
     "04-moe": lambda backend, rung, kw: moe(rung=rung, backend=backend, **kw),
     "05-eplb": lambda backend, rung, kw: eplb(rung=rung, **kw),
+    "06-disagg": _disagg,
 }
 
 

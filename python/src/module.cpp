@@ -130,6 +130,19 @@ PYBIND11_MODULE(_ladder, m) {
       py::arg("backend"), py::arg("id"), py::arg("weight"), py::arg("num_replicas"), py::arg("num_groups"),
       py::arg("num_nodes"), py::arg("num_gpus"), py::arg("num_packs"));
 
+  m.def(
+      "step_time",
+      [](const std::string& id, const std::string& phase, py::handle lengths, const std::string& params_json) {
+        return disagg_step_time(lookup("06-disagg", "ref", id), phase, lengths, params_json);
+      },
+      py::arg("id"), py::arg("phase"), py::arg("lengths"), py::arg("params_json"));
+  m.def(
+      "goodput",
+      [](const std::string& config_json, const std::string& base_dir) {
+        return disagg_goodput(lookup("06-disagg", "ref", "goodput"), config_json, base_dir);
+      },
+      py::arg("config_json"), py::arg("base_dir"));
+
   bind_contracts(m);
   m.def("golden_cases", &golden_cases, py::arg("stage"), "the names of a stage's golden cases");
   m.def("golden_write", &golden_write, py::arg("stage"), py::arg("case"), py::arg("dir"),

@@ -19,5 +19,10 @@ py::dict attention_backward_rung(const Rung& r, py::handle q, py::handle k, py::
                                  py::handle dout, py::handle L, bool causal, py::object scale);
 py::dict eplb_rung(const Rung& r, py::handle weight, int64_t num_replicas, int64_t num_groups, int64_t num_nodes,
                    int64_t num_gpus, int64_t num_packs);
+// 06-disagg: a step model's time (ms) for one batch given its request lengths (prefill: new tokens;
+// decode: contexts), params as JSON; and the goodput rung on a `ladder simulate` config (JSON text,
+// relative paths against base_dir) -> one dict per placement.
+double disagg_step_time(const Rung& r, const std::string& phase, py::handle lengths, const std::string& params_json);
+py::list disagg_goodput(const Rung& r, const std::string& config_json, const std::string& base_dir);
 
 }  // namespace ladder::python

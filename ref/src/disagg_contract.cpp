@@ -17,7 +17,9 @@
 #include <memory>
 
 #include "ladder/core/contract.hpp"
+#include "ladder/core/registry.hpp"
 #include "ladder/disagg/presets.hpp"
+#include "ladder/disagg/rungs.hpp"
 #include "ladder/disagg/simulator.hpp"
 
 namespace ladder::disagg {
@@ -151,12 +153,8 @@ Workload requests_of(const Tensors& in) {
   return w;  // check_workload (in the simulator) names a bad arrival or length
 }
 
-Tensors oracle(const Tensors& in, const json& params) {
-  const Setup s = setup_of(params);
-  const Workload w = requests_of(in);
-  SimOptions o;
-  o.keep_requests = true;
-  const SimResult r = simulate(*s.model, s.cluster, w, s.slo, o);
+// The per-request outputs of one simulation (records kept), in request order.
+Tensors outputs_of(const SimResult& r, const Workload& w, const Slo& slo) {
   const Shape n{w.requests};
   Array<double> ttft(n), tpot(n), fin(n);
   Array<int64_t> pw(n), dw(n), met(n);
@@ -164,10 +162,35 @@ Tensors oracle(const Tensors& in, const json& params) {
     const auto i = static_cast<size_t>(q.id);
     ttft.data[i] = q.ttft(), tpot.data[i] = q.tpot(), fin.data[i] = q.finish;
     pw.data[i] = q.prefill_worker, dw.data[i] = q.decode_worker;
-    met.data[i] = q.ttft() <= s.slo.ttft_ms && q.tpot() <= s.slo.tpot_ms;
+    met.data[i] = q.ttft() <= slo.ttft_ms && q.tpot() <= slo.tpot_ms;
   }
   return {{"ttft_ms", to_npy(ttft)},      {"tpot_ms", to_npy(tpot)},        {"finish_ms", to_npy(fin)},
           {"prefill_worker", to_npy(pw)}, {"decode_worker", to_npy(dw)},   {"slo_met", to_npy(met)}};
+}
+
+Tensors oracle(const Tensors& in, const json& params) {
+  const Setup s = setup_of(params);
+  const Workload w = requests_of(in);
+  SimOptions o;
+  o.keep_requests = true;
+  return outputs_of(simulate(*s.model, s.cluster, w, s.slo, o), w, s.slo);
+}
+
+// Python's ladder.run("06-disagg", rung, ...): the simulator rungs (colocated, disaggregated) run on the
+// case's request list and setup through the registered function, which refuses a placement of the
+// other kind. The step-model and goodput rungs do not take a request list: they have their own calls.
+Tensors run_rung(const Rung& r, const Tensors& in, const json& params, DType precision) {
+  require(precision == DType::F8, "06-disagg: precision float32 violates float64 (the simulator's times are float64)");
+  require(r.function.type() == typeid(SimulateFn), "06-disagg: rung '{}' does not take a request list (simulator "
+          "rungs: colocated, disaggregated; step models: Python ladder.step_time; goodput: ladder.goodput)", r.id);
+  const Setup s = setup_of(params);
+  SimSetup setup;
+  setup.model = s.model;
+  setup.workload = requests_of(in);
+  setup.slo = s.slo;
+  SimOptions o;
+  o.keep_requests = true;
+  return outputs_of(r.fn<SimulateFn>()(setup, Placement{"case params", s.cluster}, o), setup.workload, s.slo);
 }
 
 }  // namespace
@@ -207,6 +230,7 @@ Contract disagg_contract() {
                 "integer: exact", false, ""}};
   c.oracle_doc = "disagg::simulate (the 06-disagg colocated / disaggregated rungs' event loop) on the listed requests";
   c.oracle = disagg::oracle;
+  c.run_rung = disagg::run_rung;
   return c;
 }
 
