@@ -127,3 +127,9 @@ def test_bad_arguments_name_the_parameter():
         ladder.goodput("nope.json")
     with pytest.raises(TypeError, match="goodput: takes config="):
         ladder.run("06-disagg", "goodput", arrival_ms=t)
+
+
+def test_every_06_rung_is_exercised_here():
+    """A rung registered later must get a Python call and a test in this file."""
+    exercised = {"distserve", "roofline", "table", "colocated", "disaggregated", "goodput"}
+    assert {r["id"] for r in ladder.rungs("06-disagg")} == exercised
