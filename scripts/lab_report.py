@@ -1,7 +1,7 @@
 """scripts/lab's reading of doctest output: failing checks, the lab's summary line and its hints.
 
 A check written with tests/lab_check.hpp starts its message with
-    rung R (float32|float64), output O, case C: first bad element at [...] of [...]: expected E, got A ...
+    rung R (float32|float64|int64), output O, case C: first bad element at [...] of [...]: expected E, got A ...
 which is parsed into Failure(rung, precision, output, case); any other failing check keeps its file,
 line and test case name.
 """
@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 ERROR = re.compile(r"^(\S+:\d+): (?:FATAL )?ERROR: (.*)$")
-TAG = re.compile(r"rung (\S+) \((float32|float64)\), output (\S+), case (.+?): (.*)$")
+TAG = re.compile(r"rung (\S+) \((float32|float64|int64)\), output (\S+), case (.+?): (.*)$")
 CASES = re.compile(r"\[doctest\] test cases:\s*(\d+) \|\s*(\d+) passed \|\s*(\d+) failed")
 
 

@@ -82,4 +82,22 @@ bool check_rule(const What& w, const Array<double>& oracle, const Array<C>& cand
   return false;
 }
 
+// An exact output (integers: routing, sort order, EPLB maps; or times that must match bit for bit):
+// one failing check naming the first position where actual differs from expected.
+template <class T>
+bool check_exact(const What& w, const std::vector<T>& expected, const std::vector<T>& actual, const Shape& shape) {
+  const std::string head = fmt::format("rung {} ({}), output {}, case {}: ", w.rung, w.precision, w.output, w.test_case);
+  if (expected.size() != actual.size()) {
+    FAIL_CHECK(head << fmt::format("{} elements expected (shape {}), got {}", expected.size(), shape_str(shape), actual.size()));
+    return false;
+  }
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (!(expected[i] == actual[i])) {
+      FAIL_CHECK(head << fmt::format("first bad element at {} of {}: expected {}, got {} (exact output)",
+                                     position(int64_t(i), shape, w.dims), shape_str(shape), expected[i], actual[i]));
+      return false;
+    }
+  return true;
+}
+
 }  // namespace ladder::test

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "lab_check.hpp"
 #include "test_04_moe_util.hpp"
 
 using namespace ladder;
@@ -24,13 +25,26 @@ const Registry& moe_registry() {
   return reg;
 }
 
-double max_rel_to_scale(const Mat<double>& y, const Array<double>& oracle) {
-  double scale = 0, err = 0;
-  for (int64_t i = 0; i < oracle.size(); ++i) {
-    scale = std::max(scale, std::abs(oracle.data[size_t(i)]));
-    err = std::max(err, std::abs(y.data()[i] - oracle.data[size_t(i)]));
+// float64 rungs: the same math in double, other summation order -- within 1e-12 of the output's scale.
+void check_f64(const std::string& id, const std::string& name, const Mat<double>& y, const Array<double>& oracle) {
+  double scale = 0;
+  for (double v : oracle.data) scale = std::max(scale, std::abs(v));
+  const double tol = 1e-12 * (scale > 0 ? scale : 1);
+  const Array<double> cand = Array<double>::from(y);
+  if (cand.shape != oracle.shape) {
+    FAIL_CHECK("rung " << id << " (float64), output y, case " << name << ": shape " << shape_str(cand.shape)
+                       << ", expected " << shape_str(oracle.shape));
+    return;
   }
-  return scale > 0 ? err / scale : err;
+  for (int64_t i = 0; i < oracle.size(); ++i)
+    if (!(std::abs(cand.data[size_t(i)] - oracle.data[size_t(i)]) <= tol)) {
+      FAIL_CHECK(fmt::format("rung {} (float64), output y, case {}: first bad element at {} of {}: expected {:.6e}, "
+                             "got {:.6e} (|err| {:.2e} > tolerance {:.2e} = 1e-12 of the output's scale)",
+                             id, name, test::position(i, oracle.shape, {"token", "col"}), shape_str(oracle.shape),
+                             oracle.data[size_t(i)], cand.data[size_t(i)],
+                             std::abs(cand.data[size_t(i)] - oracle.data[size_t(i)]), tol));
+      return;
+    }
 }
 
 }  // namespace
@@ -59,19 +73,24 @@ TEST_CASE("04-moe: every registered rung on every committed case; exact integers
       const auto& f = rung.fn<LayerFns>();
       const LayerOut<float> o32 = f.f32(w32, x32, c.routing.cast<float>(), c.in.options);
       const LayerOut<double> o64 = f.f64(c.in.weights, c.in.x, c.routing, c.in.options);
+      // Every failure names the rung, the output and the first bad position (tests/lab_check.hpp).
+      const std::vector<std::string> tc = {"token", "col"}, pos = {"position"};
+      const Array<float> y32 = Array<float>::from(o32.y);
       const CompareReport r = test::judge_f32(c, o32.y, c.in.dropping ? &o32.kept : nullptr);
-      CHECK_MESSAGE(r.pass, r.text());
-      CHECK(max_rel_to_scale(o64.y, c.y) <= 1e-12);
+      CHECK_MESSAGE(r.pass, test::failure_line({id, "float32", "y", name, tc}, c.y, y32, r) << "\n  " << r.text());
+      check_f64(id, name, o64.y, c.y);
       if (!o32.sort_idx.empty()) {
-        CHECK(compare_exact(c.sort_idx, test::as_array(o32.sort_idx)).pass);
-        CHECK(compare_exact(c.group_sizes, test::as_array(o32.group_sizes)).pass);  // ep: the shards' concatenated
+        test::check_exact({id, "float32", "sort_idx", name, pos}, c.sort_idx.data, o32.sort_idx, c.sort_idx.shape);
+        // ep: the shards' concatenated group sizes
+        test::check_exact({id, "float32", "group_sizes", name, {"expert"}}, c.group_sizes.data, o32.group_sizes,
+                          c.group_sizes.shape);
       }
       if (c.in.dropping) {
-        const ExactReport k = compare_exact(c.kept, test::as_array(o32.kept));
-        CHECK_MESSAGE(k.pass, k.text());
+        test::check_exact({id, "float32", "kept", name, {"assignment"}}, c.kept.data, o32.kept, c.kept.shape);
         Index dropped = 0;
         for (Index v : c.kept.data) dropped += v == 0;
-        CHECK(o32.dropped == dropped);
+        CHECK_MESSAGE(o32.dropped == dropped, "rung " << id << " (float32), output dropped, case " << name
+                                                       << ": expected " << dropped << " dropped assignments, got " << o32.dropped);
       }
       if (id == "ep_sharded") CHECK(o32.rows_per_shard.size() == size_t(c.in.options.shards));
     }
@@ -134,14 +153,11 @@ TEST_CASE("04-moe: ragged_dot follows the JAX contract") {
   std::vector<double> out(m * N, 99.0);
   ragged_dot(lhs.data(), m, K, rhs.data(), G, N, gs.data(), out.data());
   const Index group_of[] = {0, 0, 2, 2, 2};
+  std::vector<double> want(m * N, 0.0);  // small integers: exact in any summation order; row 5 stays 0
   for (Index i = 0; i < 5; ++i)
-    for (Index n = 0; n < N; ++n) {
-      double want = 0;
-      for (Index k = 0; k < K; ++k) want += lhs[size_t(i * K + k)] * rhs[size_t((group_of[i] * K + k) * N + n)];
-      CHECK(out[size_t(i * N + n)] == want);
-    }
-  CHECK(out[10] == 0.0);
-  CHECK(out[11] == 0.0);
+    for (Index n = 0; n < N; ++n)
+      for (Index k = 0; k < K; ++k) want[size_t(i * N + n)] += lhs[size_t(i * K + k)] * rhs[size_t((group_of[i] * K + k) * N + n)];
+  test::check_exact({"ragged_dot", "float64", "out", "group_sizes_2_0_3", {"row", "col"}}, want, out, Shape{m, N});
   const std::vector<Index> too_many{4, 0, 3};
   CHECK_THROWS_AS(ragged_dot(lhs.data(), m, K, rhs.data(), G, N, too_many.data(), out.data()), Error);
   const std::vector<Index> negative{-1, 0, 3};
@@ -151,9 +167,11 @@ TEST_CASE("04-moe: ragged_dot follows the JAX contract") {
 TEST_CASE("04-moe: the sort is a stable argsort by expert; the sentinel key goes last") {
   const std::vector<Index> keys{2, 0, 2, 1, 0, 3, 2};  // key 3 = sentinel with G = 3
   const Permutation p = sort_by_key(keys, 3);
-  CHECK(p.sort_idx == std::vector<Index>{1, 4, 3, 0, 2, 6, 5});
-  CHECK(p.group_sizes == std::vector<Index>{2, 1, 3});
-  for (size_t i = 0; i < keys.size(); ++i) CHECK(p.inverse[size_t(p.sort_idx[i])] == Index(i));
+  const std::vector<Index> inverse{3, 0, 4, 2, 1, 6, 5};
+  const test::What w{"sort_by_key", "int64", "sort_idx", "keys_2_0_2_1_0_3_2", {"position"}};
+  test::check_exact(w, {1, 4, 3, 0, 2, 6, 5}, p.sort_idx, Shape{7});
+  test::check_exact({w.rung, w.precision, "group_sizes", w.test_case, {"expert"}}, {2, 1, 3}, p.group_sizes, Shape{3});
+  test::check_exact({w.rung, w.precision, "inverse", w.test_case, {"assignment"}}, inverse, p.inverse, Shape{7});
   CHECK_THROWS_AS(sort_by_key({0, 4}, 3), Error);
 }
 

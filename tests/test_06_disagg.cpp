@@ -127,9 +127,16 @@ TEST_CASE("goodput bisection: the highest rate measured to meet the target, with
     GoodputSearch s;
     s.precision = 0.01;
     const GoodputResult g = find_goodput(step(edge), 3, s);
-    CHECK(g.rate <= edge);
-    CHECK(g.rate > edge - 0.01);
-    CHECK(g.upper > edge);
+    // rung find_goodput, output rate / upper, case edge_E (attainment 0.95 up to E, 0.5 above)
+    const std::string head = "rung find_goodput (float64), output ";
+    const std::string tail = ", case edge_" + fmt::format("{}", edge) + ": ";
+    CHECK_MESSAGE((g.rate <= edge && g.rate > edge - 0.01), head << "rate" << tail << "expected in (" << edge - 0.01
+                  << ", " << edge << "] (the highest rate measured to meet the target, within the precision 0.01), got "
+                  << g.rate);
+    CHECK_MESSAGE(g.upper > edge, head << "upper" << tail << "expected > " << edge << " (the lowest rate measured to "
+                  "miss the target), got " << g.upper);
+    CHECK_MESSAGE(g.attainment == 0.95, head << "attainment" << tail << "expected 0.95 (the attainment at rate), got "
+                  << g.attainment);
     CHECK(g.per_gpu == g.rate / 3);
   }
   GoodputSearch s;

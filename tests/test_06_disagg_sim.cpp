@@ -2,6 +2,10 @@
 // random ones, determinism, the planted bugs (KV transfer dropped, decode admitting past capacity; each caught), and M/D/1.
 #include <doctest/doctest.h>
 
+#include "golden_util.hpp"
+#include "lab_check.hpp"
+#include "ladder/core/golden.hpp"
+#include "ladder/core/npy.hpp"
 #include "ladder/disagg.hpp"
 #include "ladder/disagg/golden.hpp"
 #include "ladder/disagg/invariants.hpp"
@@ -16,6 +20,16 @@ SimResult run(const SimSetup& s, const Placement& p, Faults f = {}) {
   SimOptions o;
   o.keep_requests = true, o.faults = f;
   return simulate(*s.model, p.cluster, s.workload, s.slo, o);
+}
+
+// The output an invariant's message is about (check_invariants' wording), for the lab's failure line.
+std::string invariant_output(const std::string& m) {
+  if (m.find("KV capacity") != std::string::npos) return "blocks_used";
+  if (m.find("KV migration") != std::string::npos) return "decode_start_ms";
+  if (m.find("TTFT") != std::string::npos || m.find("first token") != std::string::npos) return "first_token_ms";
+  if (m.find("no decode time") != std::string::npos) return "finish_ms";
+  if (m.find("out of order") != std::string::npos) return "times";
+  return "records";
 }
 
 bool has(const std::vector<std::string>& v, const std::string& what) {
@@ -53,10 +67,67 @@ TEST_CASE("simulator invariants hold on every golden setup and on seeded random 
       CAPTURE(p.name);
       const SimResult r = run(s, p);
       const auto bad = check_invariants(*s.model, p.cluster, s.workload, r);
-      CHECK_MESSAGE(bad.empty(), (bad.empty() ? "" : bad.front()));
-      CHECK(r.summary.max_blocks_used <= r.summary.capacity_blocks);
+      // rung simulate, the invariant's output, case setup/placement; the message names the request.
+      CHECK_MESSAGE(bad.empty(), (bad.empty() ? "" : "rung simulate (float64), output " + invariant_output(bad.front()) +
+                                                         ", case " + s.name + "/" + p.name + ": " + bad.front()));
+      CHECK_MESSAGE(r.summary.max_blocks_used <= r.summary.capacity_blocks,
+                    "rung simulate (float64), output blocks_used, case " << s.name << "/" << p.name << ": "
+                    << r.summary.max_blocks_used << " blocks in use on one worker > capacity " << r.summary.capacity_blocks);
       CHECK(r.summary.max_in_flight <= s.workload.requests);
     }
+}
+
+TEST_CASE("the simulator on every committed setup reproduces the committed per-request times exactly") {
+  // The committed records (data/golden/06-disagg/<case>/records.npy, one row per request) are the
+  // oracle: the simulator is deterministic, so a correct decode step and admission give the same
+  // times to the last bit, whatever the order of their operations.
+  for (const char* n : {"sim_colocated", "sim_2p1d_migration", "sim_1p2d_roofline"}) {
+    const SimSetup s = golden_setup(n);
+    const Placement& p = s.placements.front();
+    const SimResult r = run(s, p);
+    const Array<double> want = load_npy<double>(test::golden_dir("06-disagg") / n / "records.npy");
+    const nlohmann::json cols = read_json(test::golden_dir("06-disagg") / n / "case.json").at("records_columns");
+    const int64_t C = want.shape.at(1);
+    REQUIRE(C == int64_t(cols.size()));
+    const std::string rung = p.cluster.colocated > 0 ? "colocated" : "disaggregated";
+    CHECK_MESSAGE(int64_t(r.records.size()) == want.shape[0], "rung " << rung << " (float64), output records, case "
+                  << n << ": " << want.shape[0] << " requests expected, got " << r.records.size());
+    for (size_t i = 0; i < r.records.size() && int64_t(i) < want.shape[0]; ++i) {
+      const RequestRecord& q = r.records[i];
+      const double got[] = {double(q.id), double(q.input), double(q.output), q.arrival, q.prefill_start, q.first_token,
+                            q.pulled, q.decode_start, q.finish, double(q.prefill_worker), double(q.decode_worker),
+                            q.ttft(), q.tpot()};
+      bool bad = false;
+      for (int64_t c = 0; c < C && !bad; ++c) {
+        const double e = want.data[size_t(int64_t(i) * C + c)];
+        if (!(got[c] == e)) {
+          FAIL_CHECK(fmt::format("rung {} (float64), output {}, case {}: first bad element at [request {}] of [{}]: "
+                                 "expected {:.17g}, got {:.17g} (exact output)",
+                                 rung, cols[size_t(c)].get<std::string>(), n, i, want.shape[0], e, got[c]));
+          bad = true;
+        }
+      }
+      if (bad) break;  // one line per case: later requests inherit the first difference
+    }
+  }
+}
+
+TEST_CASE("goodput on the committed Fig. 1 setup reproduces the committed rate, bounds and probes exactly") {
+  const SimSetup s = golden_setup("goodput_fig1");
+  const Array<double> want = load_npy<double>(test::golden_dir("06-disagg") / "goodput_fig1" / "goodput.npy");
+  const char* cols[] = {"rate", "per_gpu", "attainment", "upper", "probes"};
+  REQUIRE(want.shape == Shape{int64_t(s.placements.size()), 5});
+  for (size_t i = 0; i < s.placements.size(); ++i) {
+    const GoodputResult g = goodput(s, s.placements[i]);
+    const double got[] = {g.rate, g.per_gpu, g.attainment, g.upper, double(g.probes)};
+    for (size_t c = 0; c < 5; ++c)
+      if (!(got[c] == want.data[i * 5 + c])) {
+        FAIL_CHECK(fmt::format("rung goodput (float64), output {}, case goodput_fig1/{}: first bad element at "
+                               "[placement {}] of [{}]: expected {:.17g}, got {:.17g} (exact output)",
+                               cols[c], s.placements[i].name, i, s.placements.size(), want.data[i * 5 + c], got[c]));
+        break;
+      }
+  }
 }
 
 TEST_CASE("simulator is deterministic: same seed, identical records; another seed, other records") {

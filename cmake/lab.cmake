@@ -1,0 +1,44 @@
+# cmake/lab.cmake -- the student's side of a course lab build (LADDER_LAB, see scripts/lab).
+#
+# Everything else in a lab build is compiled from the reference headers (ladder_core, ladder_cuda, the
+# judge in tests/lab_oracle.cmake, the test sources that reach the student's code through the registry).
+# Compiled against the starter's headers (found first) are only:
+#   ladder_lab_student   the library sources listed in LADDER_LAB_SOURCES (ref/src, cuda/src: the stage's
+#                        registry, whose rungs must run the student's functions) and the starter's .cu
+#                        files (the student's kernels, which replace the reference's);
+#   LADDER_LAB_TEST_SOURCES  the listed test sources (tests/): tests/CMakeLists.txt gives each one the
+#                        starter's headers ahead of the reference's and puts it first in its target.
+# An edit of a starter file therefore recompiles only these.
+#
+# The one-definition rule: a reference source that includes a student's header (another stage's
+# registry, a golden generator) instantiates the same inline functions and templates, under the same
+# names, with the reference's bodies. The linker keeps the FIRST copy it meets, so ladder_lab_student's
+# objects are put ahead of every other object and library on the link line of everything that links
+# ladder_core (link options precede the objects): every out-of-line call, from either side, runs the
+# student's copy. (The judge cannot be affected: it lives in namespace ladder_oracle.)
+set(lab_include ${LADDER_ROOT}/${LADDER_LAB}/ref/include)
+set(lab_library_sources)
+set(LADDER_LAB_TEST_SOURCES)
+foreach(src ${LADDER_LAB_SOURCES})
+  if(src MATCHES "^(ref|cuda)/src/[^/]+\\.cpp$")
+    list(APPEND lab_library_sources ${LADDER_ROOT}/${src})
+  elseif(src MATCHES "^tests/[^/]+\\.(cpp|cu)$")
+    list(APPEND LADDER_LAB_TEST_SOURCES ${LADDER_ROOT}/${src})
+  else()
+    message(FATAL_ERROR "LADDER_LAB_SOURCES: ${src} violates 'a ref/src/*.cpp, cuda/src/*.cpp or tests/*.{cpp,cu} path'")
+  endif()
+endforeach()
+file(GLOB lab_kernels ${LADDER_ROOT}/${LADDER_LAB}/cuda/src/*.cu)
+if(lab_library_sources OR lab_kernels)
+  add_library(ladder_lab_student OBJECT ${lab_library_sources} ${lab_kernels})
+  if(lab_kernels)
+    set_source_files_properties(${lab_kernels} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS -xc++)
+  endif()
+  if(IS_DIRECTORY ${lab_include})
+    target_include_directories(ladder_lab_student BEFORE PRIVATE ${lab_include})
+  endif()
+  target_link_libraries(ladder_lab_student PRIVATE ladder_simt ladder_warnings)
+  add_dependencies(ladder_core ladder_lab_student)
+  target_link_options(ladder_core INTERFACE $<TARGET_OBJECTS:ladder_lab_student>)
+  set_property(TARGET ladder_core APPEND PROPERTY INTERFACE_LINK_DEPENDS $<TARGET_OBJECTS:ladder_lab_student>)
+endif()
