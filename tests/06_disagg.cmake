@@ -4,6 +4,8 @@
 ladder_add_test(test_06_disagg
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_sim.cpp
   LIBS ladder_core)
+# The simulator's fast path against the plain event queue, bit for bit (ties included).
+ladder_add_test(test_06_disagg_fastpath SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_fastpath.cpp LIBS ladder_core)
 ladder_add_test(test_06_disagg_golden SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_golden.cpp LIBS ladder_core)
 # `ladder simulate` and `ladder reproduce 06-disagg` through their entry points.
 ladder_add_test(test_06_disagg_cli SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_cli.cpp LIBS ladder_cli)

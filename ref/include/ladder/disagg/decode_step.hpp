@@ -54,14 +54,15 @@ inline void finish_decode_step(DecodeState& s, std::vector<int64_t>& finished) {
   s.sum_ctx += static_cast<int64_t>(s.running.size());
   size_t keep = 0;
   for (size_t i = 0; i < s.running.size(); ++i) {
-    RunningRequest r = s.running[i];
+    RunningRequest& r = s.running[i];
     ++r.generated;
     if (r.generated >= r.output) {
       s.sum_ctx -= r.input + r.generated;
       s.blocks_used -= r.blocks;
       finished.push_back(r.slot);
     } else {
-      s.running[keep++] = r;
+      if (keep != i) s.running[keep] = r;  // most steps finish no one: nothing moves
+      ++keep;
     }
   }
   s.running.resize(keep);

@@ -98,6 +98,7 @@ struct Faults {
 struct SimOptions {
   bool keep_requests = false;
   Faults faults;
+  bool queue_every_step = false;  // test-only: no fast path, every decode step through the event queue
 };
 
 struct RequestRecord {
@@ -124,6 +125,7 @@ struct Summary {
 struct SimResult {
   Summary summary;
   std::vector<RequestRecord> records;  // by id, when keep_requests
+  int64_t queued_events = 0;           // events popped from the queue (steps run on the fast path are not)
 };
 
 inline SimResult simulate(const StepModel& model, const Cluster& cluster, const Workload& workload, const Slo& slo,

@@ -58,6 +58,11 @@ class Engine {
       std::pop_heap(heap_.begin(), heap_.end(), Later{});
       const Event e = heap_.back();
       heap_.pop_back();
+      ++res_.queued_events;
+      if (e.kind == kWorkerDone && !o_.queue_every_step && plain_decode_step(workers_[static_cast<size_t>(e.who)])) {
+        run_decode_steps(e.t, e.who);
+        continue;
+      }
       if (e.kind == kArrival) on_arrival(e.t);
       else if (e.kind == kWorkerDone) on_worker_done(e.t, e.who);
       else on_migrated(e.t, e.who);
@@ -202,6 +207,12 @@ class Engine {
   bool start_decode(double t, int64_t wi) {
     Worker& w = workers_[static_cast<size_t>(wi)];
     if (w.dec.running.empty()) return false;
+    push(begin_decode_step(t, w), kWorkerDone, wi);
+    return true;
+  }
+
+  // Starts a decode step of the running batch at t; returns its end time.
+  double begin_decode_step(double t, Worker& w) {
     // Every decode step of a non-empty batch yields at least one token, so there can never be more
     // steps than tokens owed: a step that yields none would loop forever.
     require(res_.summary.decode_steps < tokens_owed_,
@@ -210,8 +221,38 @@ class Engine {
     const BatchStats b{static_cast<int64_t>(w.dec.running.size()), static_cast<double>(w.dec.sum_ctx), 0};
     w.busy = true, w.doing_prefill = false;
     ++res_.summary.decode_steps;
-    push(t + m_.decode_ms(b), kWorkerDone, wi);
-    return true;
+    return t + m_.decode_ms(b);
+  }
+
+  // A decode (or unchunked colocated) worker's decode step, as opposed to a prefill batch or a chunked step.
+  bool plain_decode_step(const Worker& w) const {
+    return w.role != Role::prefill && !w.doing_prefill && !chunked(w);
+  }
+
+  // Most events are decode steps ending while nothing else happens: the fast path runs them back to
+  // back without the event queue, and does exactly what the queue would. After every event the loop
+  // dispatches, so every idle worker is stable: it cannot start anything until an event changes a
+  // queue it reads or its own state. A decode step's end changes only its own worker (tokens, blocks,
+  // finished requests). If the queue this worker reads next is empty (decode: the pull queue;
+  // colocated: the prefill queue), dispatch would only start this worker's next decode step, and
+  // that step's end is the next event popped iff it is strictly earlier than every queued event (a
+  // tie goes to the queued one: its sequence number is smaller). Otherwise the step goes into the
+  // queue and the ordinary loop resumes. Same steps, same times, same order: the output is unchanged
+  // (test_06_disagg_golden, test_golden_determinism).
+  void run_decode_steps(double t, int64_t wi) {
+    Worker& w = workers_[static_cast<size_t>(wi)];
+    for (;;) {
+      w.busy = false;  // on_worker_done's decode branch
+      finished_.clear();
+      finish_decode_step(w.dec, finished_);
+      for (int64_t s : finished_) finish(s, t);
+      const bool quiet = w.role == Role::colocated ? prefill_q_.empty() : decode_q_.empty();
+      if (!quiet) return dispatch(t);
+      if (w.dec.running.empty()) return;  // dispatch would start nothing anywhere
+      const double end = begin_decode_step(t, w);
+      if (!heap_.empty() && !(end < heap_.front().t)) return push(end, kWorkerDone, wi);
+      t = end;
+    }
   }
 
   void dispatch(double t) {
