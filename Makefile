@@ -53,10 +53,12 @@ notebooks: build
 
 # Every stage's benchmark (bench/*.cpp) in one run, beside the machine's FMA peak and copy bandwidth
 # measured by the same run: bench-report/REPORT.md, results.json and a PNG per stage (scripts/bench-report).
+# BENCH_RUNS=2 repeats every program and reports medians with each figure's min-max.
 BENCH_OUT ?= bench-report
+BENCH_RUNS ?= 1
 bench: configure
 	@cmake --build build -j $(JOBS) --target $(patsubst bench/%.cpp,bench_%,$(wildcard bench/*.cpp))
-	@/usr/bin/python3 scripts/bench-report --build build --out $(BENCH_OUT)
+	@/usr/bin/python3 scripts/bench-report --build build --out $(BENCH_OUT) --runs $(BENCH_RUNS)
 
 reproduce: build
 	@$(LADDER) reproduce --out reproduce
