@@ -91,7 +91,7 @@ TEST_CASE("the simulator on every committed setup reproduces the committed per-r
     REQUIRE(C == int64_t(cols.size()));
     const std::string rung = p.cluster.colocated > 0 ? "colocated" : "disaggregated";
     CHECK_MESSAGE(int64_t(r.records.size()) == want.shape[0], "rung " << rung << " (float64), output records, case "
-                  << n << ": " << want.shape[0] << " requests expected, got " << r.records.size());
+                  << std::string(n) << ": " << want.shape[0] << " requests expected, got " << r.records.size());
     for (size_t i = 0; i < r.records.size() && int64_t(i) < want.shape[0]; ++i) {
       const RequestRecord& q = r.records[i];
       const double got[] = {double(q.id), double(q.input), double(q.output), q.arrival, q.prefill_start, q.first_token,
