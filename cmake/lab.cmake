@@ -1,31 +1,38 @@
 # cmake/lab.cmake -- the student's side of a course lab build (LADDER_LAB, see scripts/lab).
 #
 # Everything else in a lab build is compiled from the reference headers (ladder_core, ladder_cuda, the
-# judge in tests/lab_oracle.cmake, the test sources that reach the student's code through the registry).
-# Compiled against the starter's headers (found first) are only:
-#   ladder_lab_student   the library sources listed in LADDER_LAB_SOURCES (ref/src, cuda/src: the stage's
-#                        registry, whose rungs must run the student's functions) and the starter's .cu
-#                        files (the student's kernels, which replace the reference's);
-#   LADDER_LAB_TEST_SOURCES  the listed test sources (tests/): tests/CMakeLists.txt gives each one the
-#                        starter's headers ahead of the reference's and puts it first in its target.
+# judge in tests/lab_oracle.cmake, the test sources), once. Compiled against the starter's headers
+# (found first) are only:
+#   ladder_lab_student   the library sources listed in LADDER_LAB_SOURCES: for labs 02 and 04-06 the
+#                        stage's thin student unit ref/src/lab/<stage>.cpp, which instantiates exactly
+#                        the functions the student writes (those marked LADDER_LAB_ENTRY); for labs 01
+#                        and 03 the stage's registry (ref/src/*.cpp) -- and the starter's .cu files (the
+#                        student's kernels, which replace the reference's);
+#   LADDER_LAB_TEST_SOURCES  listed test sources (tests/; lab 03 only): tests/CMakeLists.txt gives each
+#                        one the starter's headers ahead of the reference's and puts it first in its target.
 # An edit of a starter file therefore recompiles only these.
 #
-# The one-definition rule: a reference source that includes a student's header (another stage's
-# registry, a golden generator) instantiates the same inline functions and templates, under the same
+# The one-definition rule: a reference source that includes a student's header (the registry, the
+# tests, a golden generator) instantiates the same inline functions and templates, under the same
 # names, with the reference's bodies. The linker keeps the FIRST copy it meets, so ladder_lab_student's
 # objects are put ahead of every other object and library on the link line of everything that links
 # ladder_core (link options precede the objects): every out-of-line call, from either side, runs the
-# student's copy. (The judge cannot be affected: it lives in namespace ladder_oracle.)
+# student's copy. A call the compiler inlined would run the reference's body instead, so a lab build
+# defines LADDER_LAB_BUILD for everything compiled against the headers (ladder_ref): it turns
+# LADDER_LAB_ENTRY into GCC's noipa (ladder/core/lab.hpp), and every caller then calls the student's
+# functions out of line. (The judge cannot be affected: it lives in namespace ladder_oracle and does not
+# see LADDER_LAB_BUILD.)
+target_compile_definitions(ladder_ref INTERFACE LADDER_LAB_BUILD)
 set(lab_include ${LADDER_ROOT}/${LADDER_LAB}/ref/include)
 set(lab_library_sources)
 set(LADDER_LAB_TEST_SOURCES)
 foreach(src ${LADDER_LAB_SOURCES})
-  if(src MATCHES "^(ref|cuda)/src/[^/]+\\.cpp$")
+  if(src MATCHES "^(ref/src/lab|ref/src|cuda/src)/[^/]+\\.cpp$")
     list(APPEND lab_library_sources ${LADDER_ROOT}/${src})
   elseif(src MATCHES "^tests/[^/]+\\.(cpp|cu)$")
     list(APPEND LADDER_LAB_TEST_SOURCES ${LADDER_ROOT}/${src})
   else()
-    message(FATAL_ERROR "LADDER_LAB_SOURCES: ${src} violates 'a ref/src/*.cpp, cuda/src/*.cpp or tests/*.{cpp,cu} path'")
+    message(FATAL_ERROR "LADDER_LAB_SOURCES: ${src} violates 'a ref/src/*.cpp, ref/src/lab/*.cpp, cuda/src/*.cpp or tests/*.{cpp,cu} path'")
   endif()
 endforeach()
 file(GLOB lab_kernels ${LADDER_ROOT}/${LADDER_LAB}/cuda/src/*.cu)

@@ -1,6 +1,10 @@
 // tests/test_06_disagg_sim.cpp -- stage 06 event simulator: invariants on every golden setup and on
-// random ones, determinism, the planted bugs (KV transfer dropped, decode admitting past capacity; each caught), and M/D/1.
+// random ones (the KV capacity and the batch cap among them), determinism, the planted bugs (KV
+// transfer dropped, decode admitting past capacity; each caught), and M/D/1.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
 
 #include "golden_util.hpp"
 #include "lab_check.hpp"
@@ -30,6 +34,42 @@ std::string invariant_output(const std::string& m) {
   if (m.find("no decode time") != std::string::npos) return "finish_ms";
   if (m.find("out of order") != std::string::npos) return "times";
   return "records";
+}
+
+// The most requests one worker held at once, read off the records and judged against the configured cap
+// (decode_max_batch counts running AND migrating requests), not against the code under test. A
+// decode worker holds a request from its pull (KV cache still migrating, then running) to its last
+// token; a colocated worker from its prefill start. Intervals are [start, finish): a request that ends
+// at t has left the batch before one that starts at t is counted, as after all of the events at t.
+struct Held {
+  int64_t worker = -1, count = 0;
+  double at_ms = 0;
+};
+
+Held most_held(const Cluster& c, const std::vector<RequestRecord>& records) {
+  struct Edge {
+    double t;
+    int delta;  // -1 (leaves) sorts before +1 (joins) at the same time
+    int64_t worker;
+  };
+  std::vector<Edge> edges;
+  for (const RequestRecord& r : records) {
+    const bool colocated = c.colocated > 0;
+    const int64_t w = colocated ? r.prefill_worker : r.decode_worker;
+    if (w < 0) continue;  // disaggregated, one output token: never pulled by a decode worker
+    edges.push_back({colocated ? r.prefill_start : r.pulled, +1, w});
+    edges.push_back({r.finish, -1, w});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
+    return a.t != b.t ? a.t < b.t : a.delta < b.delta;
+  });
+  std::map<int64_t, int64_t> now;
+  Held most;
+  for (const Edge& e : edges) {
+    const int64_t n = now[e.worker] += e.delta;
+    if (n > most.count) most = {e.worker, n, e.t};
+  }
+  return most;
 }
 
 bool has(const std::vector<std::string>& v, const std::string& what) {
@@ -73,6 +113,11 @@ TEST_CASE("simulator invariants hold on every golden setup and on seeded random 
       CHECK_MESSAGE(r.summary.max_blocks_used <= r.summary.capacity_blocks,
                     "rung simulate (float64), output blocks_used, case " << s.name << "/" << p.name << ": "
                     << r.summary.max_blocks_used << " blocks in use on one worker > capacity " << r.summary.capacity_blocks);
+      const Held most = most_held(p.cluster, r.records);
+      CHECK_MESSAGE(most.count <= p.cluster.decode_max_batch,
+                    "rung simulate (float64), output batch, case " << s.name << "/" << p.name << ": worker "
+                    << most.worker << " held " << most.count << " requests (running + migrating or in prefill) at t = "
+                    << most.at_ms << " ms > decode_max_batch " << p.cluster.decode_max_batch);
       CHECK(r.summary.max_in_flight <= s.workload.requests);
     }
 }

@@ -32,6 +32,7 @@
 
 #include "ladder/attention/problem.hpp"
 #include "ladder/core/tensor.hpp"
+#include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
 namespace ladder::attention {
 
@@ -46,7 +47,7 @@ inline int64_t keys_visited(const Problem& p, int64_t r0, int64_t br, int64_t Bc
 // Q [B,H,Nq,d], K, V [B,H,Nk,d] -> O [B,H,Nq,d], L [B,H,Nq], m [B,H,Nq] (may be null; not counted).
 // tiles: {Br, Bc}; traffic (may be null) receives the elements moved to and from the arrays.
 template <class T>
-void tiled_forward(const Problem& p, const T* Q, const T* K, const T* V, T* O, T* L, T* m, Tiles tiles,
+LADDER_LAB_ENTRY void tiled_forward(const Problem& p, const T* Q, const T* K, const T* V, T* O, T* L, T* m, Tiles tiles,
                    Traffic* traffic = nullptr) {
   check_problem(p, "tiled");
   check_pointers("tiled", Q, K, V, O, L);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ladder/core/error.hpp"
+#include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
 namespace ladder::disagg {
 
@@ -34,7 +35,7 @@ struct GoodputResult {
 };
 
 // attainment(rate) -> fraction of requests meeting both SLOs.
-inline GoodputResult find_goodput(const std::function<double(double)>& attainment, int64_t gpus,
+LADDER_LAB_ENTRY inline GoodputResult find_goodput(const std::function<double(double)>& attainment, int64_t gpus,
                                   const GoodputSearch& s = {}) {
   require(s.target > 0 && s.target <= 1, "goodput: target = {} violates 0 < target <= 1", s.target);
   require(s.precision > 0, "goodput: precision = {} violates > 0", s.precision);

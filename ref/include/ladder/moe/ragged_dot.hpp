@@ -18,6 +18,7 @@
 #include "ladder/core/gemm.hpp"
 #include "ladder/moe/config.hpp"
 #include "ladder/moe/quant.hpp"
+#include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
 namespace ladder::moe {
 
@@ -35,8 +36,8 @@ inline void check_ragged(Index m, Index K, Index G, Index N, const Index* group_
 // out [m, N] = ragged_dot(lhs [m, K], rhs [G, K, N], group_sizes [G]); all row-major.
 // ([[maybe_unused]]: the lab's starter leaves their use to the student; the build treats warnings as errors.)
 template <class T>
-void ragged_dot([[maybe_unused]] const T* lhs, Index m, Index K, [[maybe_unused]] const T* rhs, Index G, Index N,
-                const Index* group_sizes, [[maybe_unused]] T* out) {
+LADDER_LAB_ENTRY void ragged_dot([[maybe_unused]] const T* lhs, Index m, Index K, [[maybe_unused]] const T* rhs, Index G,
+                                 Index N, const Index* group_sizes, [[maybe_unused]] T* out) {
   check_ragged(m, K, G, N, group_sizes);
   // lab:todo(ragged_dot_group_loop) one product per group over its packed rows; zero the rows past sum(group_sizes)
   Index start = 0;

@@ -18,6 +18,7 @@
 #include "ladder/moe/dense.hpp"
 #include "ladder/moe/dispatch.hpp"
 #include "ladder/moe/ragged_dot.hpp"
+#include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
 namespace ladder::moe {
 
@@ -61,8 +62,8 @@ Mat<T> gather_rows(const Mat<T>& x, const std::vector<Index>& sort_idx, Index k,
 // y_t = sum_j topk_weight[t, j] * o[inverse[t*k + j]]  (unsort, then the weighted sum in j order).
 // ([[maybe_unused]]: the lab's starter leaves their use to the student; the build treats warnings as errors.)
 template <class T>
-Mat<T> unsort_combine(const Mat<T>& o, [[maybe_unused]] const Permutation& p, [[maybe_unused]] const Routing<T>& r,
-                      Index Tn, Index k) {
+LADDER_LAB_ENTRY Mat<T> unsort_combine(const Mat<T>& o, [[maybe_unused]] const Permutation& p,
+                                       [[maybe_unused]] const Routing<T>& r, Index Tn, Index k) {
   Mat<T> y = Mat<T>::Zero(Tn, o.cols());
   for (Index t = 0; t < Tn; ++t)
     for (Index j = 0; j < k; ++j) {

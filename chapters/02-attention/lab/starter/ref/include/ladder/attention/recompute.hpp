@@ -33,14 +33,16 @@
 
 #include "ladder/attention/problem.hpp"
 #include "ladder/core/tensor.hpp"
+#include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
 namespace ladder::attention {
 
 // Q, O, dO [B,H,Nq,d], K, V [B,H,Nk,d], L [B,H,Nq] (from the forward) -> dQ [B,H,Nq,d], dK, dV [B,H,Nk,d],
 // D [B,H,Nq]. tiles: {Br, Bc}; traffic (may be null) receives the elements moved to and from the arrays.
 template <class T>
-void recompute_backward(const Problem& p, const T* Q, const T* K, const T* V, const T* O, const T* dO, const T* L,
-                        T* dQ, T* dK, T* dV, T* D, Tiles tiles, Traffic* traffic = nullptr) {
+LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* K, const T* V, const T* O, const T* dO,
+                                         const T* L, T* dQ, T* dK, T* dV, T* D, Tiles tiles,
+                                         Traffic* traffic = nullptr) {
   check_problem(p, "recompute backward");
   check_pointers("recompute backward", Q, K, V, O, dO, L, dQ, dK, dV, D);
   check_tiles(tiles);

@@ -46,6 +46,7 @@
 
 #include "ladder/core/error.hpp"
 #include "ladder/core/tensor.hpp"
+#include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
 namespace ladder::eplb {
 
@@ -147,7 +148,7 @@ inline IndexMat inverse_rows(const IndexMat& perm) {
 // descending weight order, each to the currently lightest pack that still has room (ties: lowest pack
 // id, as Python's min() over pack ids). With one item per pack the result is the identity.
 template <class T>
-Packing balanced_packing(const Mat<T>& weight, Index num_packs) {
+LADDER_LAB_ENTRY Packing balanced_packing(const Mat<T>& weight, Index num_packs) {
   const char* fn = "balanced_packing";
   detail::require_weights(weight, fn);
   detail::require_positive(fn, "num_packs", num_packs);
@@ -175,7 +176,7 @@ Packing balanced_packing(const Mat<T>& weight, Index num_packs) {
 // largest load per replica, argmax_e weight[e] / logcnt[e] (ties: lowest id). This greedy minimises
 // max_e weight[e] / logcnt[e] over all logcnt >= 1 with sum num_phy (tests check it by brute force).
 template <class T>
-Replication replicate_experts(const Mat<T>& weight, Index num_phy) {
+LADDER_LAB_ENTRY Replication replicate_experts(const Mat<T>& weight, Index num_phy) {
   const char* fn = "replicate_experts";
   detail::require_weights(weight, fn);
   const Index X = weight.rows(), num_log = weight.cols();

@@ -9,8 +9,10 @@
 // and waiting requests join at the next boundary. KV blocks are reserved for input + output at
 // admission, so a running request can never run out of cache mid-generation.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
+#include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
 namespace ladder::disagg {
 
@@ -29,7 +31,7 @@ struct DecodeState {
 
 // May the worker pull one more request needing `blocks` KV blocks? `migrating` requests are pulled
 // but still in transfer; they count toward the batch cap and already hold their blocks.
-inline bool can_admit(const DecodeState& s, int64_t migrating, int64_t blocks, int64_t capacity_blocks,
+LADDER_LAB_ENTRY inline bool can_admit(const DecodeState& s, int64_t migrating, int64_t blocks, int64_t capacity_blocks,
                       int64_t max_batch) {
   bool admit = false;
   static_cast<void>(s), static_cast<void>(migrating), static_cast<void>(blocks), static_cast<void>(capacity_blocks);
@@ -47,7 +49,7 @@ inline void join_batch(DecodeState& s, const RunningRequest& r) {
 // The step just ended: every running request has one more token. Requests with all `output` tokens
 // leave the batch (in batch order, appended to `finished` by slot), return their blocks and their
 // context; the rest keep their order.
-inline void finish_decode_step(DecodeState& s, std::vector<int64_t>& finished) {
+LADDER_LAB_ENTRY inline void finish_decode_step(DecodeState& s, std::vector<int64_t>& finished) {
   static_cast<void>(s), static_cast<void>(finished);
   // TODO(lab: decode_step): one token per running request; finished ones leave, returning blocks and context
 }
