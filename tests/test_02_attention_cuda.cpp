@@ -174,20 +174,35 @@ static int bank_ways(const std::vector<int>& words) {
 }
 
 TEST_CASE("the tiled kernels' S loop reads K_j and Q_i rows without bank conflicts (tile_row_stride)") {
-  // One warp of the S / P loops: lane l computes entry (l / kBc, l % kBc) and reads column c of Q_i row
-  // l / kBc and of K_j (V_j) row l % kBc, rows tile_row_stride(d) floats apart.
+  // One warp of the forward's S loop (cuda/src/02_attention.cu): lane l is half (l & 1) of thread pair
+  // l >> 1, which computes the 2 x 2 block of S at rows 2 (pair / (kBc / 2)), +1 and columns
+  // 2 (pair % (kBc / 2)), +1, over the head-dim columns c = 2 n + half. Each of its four loads (Q_i rows
+  // 2 sr and 2 sr + 1, K_j rows 2 sc and 2 sc + 1) must hit one word per bank, rows tile_row_stride(d)
+  // floats apart. The O loop's loads of V_j row j at columns lane + 32 k are consecutive words.
+  const int pairs_per_row = cuda::attention::kBc / 2;
   for (int d : {1, 59, 64, 111, 128}) {
     const int ld = cuda::attention::tile_row_stride(d);
-    for (int c = 0; c < d; ++c) {
-      std::vector<int> k_words, q_words, k_unpadded;
-      for (int l = 0; l < 32; ++l) {
-        k_words.push_back(l % cuda::attention::kBc * ld + c);
-        q_words.push_back(l / cuda::attention::kBc * ld + c);
-        k_unpadded.push_back(l % cuda::attention::kBc * d + c);
+    for (int n = 0; 2 * n < d; ++n) {
+      for (int second_row = 0; second_row < 2; ++second_row) {
+        std::vector<int> k_words, q_words, k_unpadded;
+        for (int l = 0; l < 32; ++l) {
+          const int pair = l >> 1, half = l & 1, c = 2 * n + half;
+          const int sr = pair / pairs_per_row, sc = pair % pairs_per_row;
+          k_words.push_back((2 * sc + second_row) * ld + c);
+          q_words.push_back((2 * sr + second_row) * ld + c);
+          k_unpadded.push_back((2 * sc + second_row) * d + c);
+        }
+        CHECK(bank_ways(k_words) == 1);
+        CHECK(bank_ways(q_words) == 1);
+        if (d == 128) CHECK(bank_ways(k_unpadded) == 8);  // d = 128 as the row stride: 8 rows per bank
       }
-      CHECK(bank_ways(k_words) == 1);
-      CHECK(bank_ways(q_words) == 1);
-      if (d == 128) CHECK(bank_ways(k_unpadded) == 16);  // the stride the H100 profile showed
+    }
+    for (int j = 0; j < cuda::attention::kBc; ++j) {
+      for (int k = 0; 32 * k < d; ++k) {
+        std::vector<int> v_words;
+        for (int l = 0; l < 32; ++l) v_words.push_back(j * ld + l + 32 * k);
+        CHECK(bank_ways(v_words) == 1);
+      }
     }
   }
 }

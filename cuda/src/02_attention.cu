@@ -141,29 +141,45 @@ __global__ void flash_row(Dims p, const float* Q, const float* K, const float* V
 
 // ---- tiled (FA2 Alg. 1): one block per (batch x head, Q tile) -------------------------------------
 
-constexpr int kOPerThread = kBr * kMaxHeadDim / kTileThreads;  // O_i lives in registers
 constexpr int kRowThreads = kTileThreads / kBr;  // threads sharing one row's softmax step (8)
 static_assert(kTileThreads % kBr == 0 && 32 % kRowThreads == 0 && kBc % kRowThreads == 0,
               "a row's threads are consecutive lanes of one warp and split the tile's columns evenly");
 
+// Register tiles. Every product reads its operands from shared memory; what limits these kernels on a
+// GPU is how many shared-memory loads each multiply-add needs (the H100 profile: L1/shared 97.6 % busy,
+// 14 % of issue slots used, when each FMA took two loads). A thread that computes an a x b block of a
+// product loads a + b operands per step of the reduction for a b multiply-adds:
+//   S = Q_i K_j^T   2 x 2 entries of S per thread pair, each thread half of the head dim (columns of
+//                   one parity): 4 loads for 4 FMAs, then one shuffle joins the halves (was 2 per FMA).
+//   O += P V_j      kORows x kOCols entries of O per thread, in registers for the whole KV loop: rows
+//                   kORows w + i of warp w, columns lane + 32 k; per key, kORows loads of P (the same
+//                   address across the warp: a broadcast) and kOCols of V_j: 8 loads for 16 FMAs.
+constexpr int kSPairs = kTileThreads / 2;          // thread pairs, one 2 x 2 block of S each
+constexpr int kSColPairs = kBc / 2;                // 2 x 2 blocks across a row pair of S
+constexpr int kORows = kBr / (kTileThreads / 32);  // O rows per warp (and per thread)
+constexpr int kOCols = kMaxHeadDim / 32;           // O columns per thread, 32 apart
+static_assert(kSPairs * 4 == kBr * kBc && kSColPairs * 2 == kBc, "the 2 x 2 blocks of S cover the tile once");
+static_assert(kORows * (kTileThreads / 32) == kBr && kOCols * 32 == kMaxHeadDim, "O's blocks cover [kBr, d]");
+
 // Row stride of Q_i, K_j, V_j in shared memory: d rounded up to an odd number. Shared memory has 32
 // banks of 4 bytes; word a sits in bank a mod 32 (CUDA C Programming Guide, shared-memory banks). In
-// the S loop a warp's lane l reads K_j row (l mod 16), column c, at the same time: address
-// (l mod 16) ld + c. With ld = d = 128 (= 0 mod 32) all 16 rows fall in bank c -- a 16-way conflict.
-// With ld odd, row r's word sits in bank (r ld + c) mod 32, distinct for r = 0..31 because ld is a
-// unit mod 32, so the 16 rows hit 16 banks (lanes l and l + 16 read the same word: a broadcast), and
-// the two Q_i rows of the warp (l / 16) hit two banks. The O loop reads V_j row j at consecutive
-// columns c: consecutive banks, as before. Cost: kBr + 2 kBc floats more shared memory.
-// ld = tile_row_stride(d) comes from the host (attention_kernels.hpp is a plain C++ header).
+// the S loop a warp's 16 thread pairs read K_j rows 2 q and 2 q + 1 (q = pair mod 8) at column
+// 2 n + half: word (2 q) ld + 2 n + half lies in bank 2 q ld + half + 2 n mod 32, and because ld is a
+// unit mod 32 the 8 values of 2 q ld are 8 different even banks: 16 lanes, 16 banks (the other 16 lanes
+// read the same words: a broadcast). With ld = d = 128 (0 mod 32) all rows fell in one bank. Q_i's two
+// row pairs per warp are 4 words in 4 banks; the O loop reads a V_j row at 32 consecutive columns.
+// Cost: kBr + 2 kBc floats more shared memory. ld = tile_row_stride(d) comes from the host
+// (attention_kernels.hpp is a plain C++ header).
 
 // Shared memory: Q_i [kBr, ld] (scaled on load), K_j, V_j [kBc, ld], S/P [kBr, kBc], per-row l, alpha.
 // The softmax step of row r runs on its kRowThreads consecutive threads (t / kRowThreads = r), each
 // taking columns t % kRowThreads, + kRowThreads, ...; they merge by shuffles and all hold the row's
-// (m, l) in registers. Thread t owns the O entries t, t + kTileThreads, ... of [kBr, d].
-__global__ void tiled_forward(Dims p, int ld, const float* Q, const float* K, const float* V, float* O, float* L,
+// (m, l) in registers.
+__global__ void __launch_bounds__(kTileThreads, 8) tiled_forward(Dims p, int ld, const float* Q, const float* K, const float* V, float* O, float* L,
                               float* m) {
   SIMT_DYNAMIC_SHARED(float, smem);
   const int d = p.d, t = threadIdx.x, r0 = blockIdx.x * kBr, br = min(kBr, p.Nq - r0);
+  const int warp = t / 32, lane = t % 32;
   const size_t bh = blockIdx.y;
   float* Qs = smem;
   float* Ks = Qs + kBr * ld;
@@ -192,8 +208,12 @@ __global__ void tiled_forward(Dims p, int ld, const float* Q, const float* K, co
     Qs[e / d * ld + e % d] = e / d < br ? p.scale * Qh[e] : 0.0f;
   const int row = t / kRowThreads, sub = t % kRowThreads;  // this thread's row in the softmax step
   float mi = -INFINITY, li = 0.0f;                          // row's (m, l), the same in its threads
-  float o[kOPerThread];
-  for (int k = 0; k < kOPerThread; ++k) o[k] = 0.0f;
+  // This thread's 2 x 2 block of S: rows 2 sr, 2 sr + 1, columns 2 sc, 2 sc + 1, head-dim columns of
+  // parity `half`.
+  const int half = t & 1, sr = (t >> 1) / kSColPairs, sc = (t >> 1) % kSColPairs;
+  float o[kORows][kOCols];  // O_i rows kORows warp + i, columns lane + 32 k
+  for (int i = 0; i < kORows; ++i)
+    for (int k = 0; k < kOCols; ++k) o[i][k] = 0.0f;
 
   for (int jt = 0; jt < tiles; ++jt) {  // the inner loop over KV blocks j (FA2: Q block outer)
     const int c0 = jt * kBc, bc = min(kBc, p.Nk - c0);
@@ -203,12 +223,24 @@ __global__ void tiled_forward(Dims p, int ld, const float* Q, const float* K, co
       Vs[e / d * ld + e % d] = in ? Vh[(size_t)c0 * d + e] : 0.0f;
     }
     __syncthreads();  // Q_i (first tile), K_j, V_j are in shared memory before S reads them
-    for (int e = t; e < kBr * kBc; e += kTileThreads) {  // S_ij = (scale Q_i) K_j^T
-      const float* q = Qs + (e / kBc) * ld;
-      const float* k = Ks + (e % kBc) * ld;
-      float s = 0.0f;
-      for (int c = 0; c < d; ++c) s += q[c] * k[c];
-      S[e] = s;
+    {  // S_ij = (scale Q_i) K_j^T, a 2 x 2 block per thread pair
+      const float* q0 = Qs + 2 * sr * ld;
+      const float* q1 = q0 + ld;
+      const float* k0 = Ks + 2 * sc * ld;
+      const float* k1 = k0 + ld;
+      float s00 = 0.0f, s01 = 0.0f, s10 = 0.0f, s11 = 0.0f;
+      for (int c = half; c < d; c += 2) {
+        const float a0 = q0[c], a1 = q1[c], b0 = k0[c], b1 = k1[c];
+        s00 += a0 * b0, s01 += a0 * b1, s10 += a1 * b0, s11 += a1 * b1;
+      }
+      s00 += __shfl_xor_sync(0xffffffffu, s00, 1);  // the pair's two halves of the head dim
+      s01 += __shfl_xor_sync(0xffffffffu, s01, 1);
+      s10 += __shfl_xor_sync(0xffffffffu, s10, 1);
+      s11 += __shfl_xor_sync(0xffffffffu, s11, 1);
+      if (half == 0) {
+        float* s = S + 2 * sr * kBc + 2 * sc;
+        s[0] = s00, s[1] = s01, s[kBc] = s10, s[kBc + 1] = s11;
+      }
     }
     __syncthreads();  // S is complete before the row's threads read it
     {  // the §3.7 merge for row `row`: m_new, P = e^{S - m_new}, l, alpha = e^{m_old - m_new}
@@ -230,22 +262,27 @@ __global__ void tiled_forward(Dims p, int ld, const float* Q, const float* K, co
       if (sub == 0) ls[row] = li, alpha[row] = a;
     }
     __syncthreads();  // P and alpha are written before every thread updates its O entries
-    for (int k = 0; k < kOPerThread; ++k) {  // O_i = diag(alpha) O_i + P~_ij V_j
-      const int e = t + k * kTileThreads;
-      if (e >= kBr * d) break;
-      const int r = e / d, c = e % d;
-      float acc = 0.0f;
-      for (int j = 0; j < kBc; ++j) acc += S[r * kBc + j] * Vs[j * ld + c];
-      o[k] = alpha[r] * o[k] + acc;
+    for (int i = 0; i < kORows; ++i) {  // O_i = diag(alpha) O_i + P~_ij V_j
+      const float a = alpha[kORows * warp + i];
+      for (int k = 0; k < kOCols; ++k) o[i][k] *= a;
+    }
+    for (int j = 0; j < kBc; ++j) {
+      float v[kOCols];
+      for (int k = 0; k < kOCols; ++k) v[k] = lane + 32 * k < d ? Vs[j * ld + lane + 32 * k] : 0.0f;
+      for (int i = 0; i < kORows; ++i) {
+        const float pij = S[(kORows * warp + i) * kBc + j];
+        for (int k = 0; k < kOCols; ++k) o[i][k] += pij * v[k];
+      }
     }
     __syncthreads();  // everyone is done with K_j, V_j, S before the next tile overwrites them
   }
 
-  for (int k = 0; k < kOPerThread; ++k) {  // deferred normalisation: O_i / l (l = 0: fully masked row)
-    const int e = t + k * kTileThreads;
-    if (e >= br * d) break;
-    const float l = ls[e / d];
-    Oh[e] = l == 0.0f ? 0.0f : o[k] / l;
+  for (int i = 0; i < kORows; ++i) {  // deferred normalisation: O_i / l (l = 0: fully masked row)
+    const int r = kORows * warp + i;
+    if (r >= br) break;
+    const float l = ls[r];
+    for (int k = 0; k < kOCols; ++k)
+      if (lane + 32 * k < d) Oh[r * d + lane + 32 * k] = l == 0.0f ? 0.0f : o[i][k] / l;
   }
   if (sub == 0 && row < br) {
     L[bh * p.Nq + r0 + row] = li == 0.0f ? -INFINITY : mi + logf(li);

@@ -47,18 +47,33 @@ __global__ void backward_D(Dims p, const float* O, const float* dO, float* D, fl
   if (lane == 0) D[row] = s;
 }
 
-constexpr int kKVPerThread = kBc * kMaxHeadDim / kTileThreads;  // dK_j, dV_j entries in registers
+// Register tiles, as in the forward (cuda/src/02_attention.cu): a thread that computes an a x b block of
+// a product loads a + b operands per step of its reduction for a b multiply-adds.
+//   S, dP      2 x 2 entries of each per thread pair, each thread half of the head dim (columns of one
+//              parity), joined by one shuffle: 8 loads for 8 FMAs (one entry per thread: 4 loads for 2).
+//   dK_j, dV_j kKVRows x kKVCols entries of each per thread, in registers across the Q tiles: rows
+//              kKVRows w + i of warp w, columns lane + 32 k; per query row, kKVRows loads of P and of dS
+//              (broadcasts) and kKVCols of dO_i and of Q_i: 16 loads for 32 FMAs (was 4 for 2).
+//   dQ_i       the same blocks of [kBr, d]: per key 4 loads of dS, 4 of K_j for 16 FMAs.
+constexpr int kSColPairs = kBc / 2;                 // 2 x 2 blocks across a row pair of S
+constexpr int kKVRows = kBc / (kTileThreads / 32);  // dK_j, dV_j rows per warp
+constexpr int kQRows = kBr / (kTileThreads / 32);   // dQ_i rows per warp
+constexpr int kKVCols = kMaxHeadDim / 32;           // columns per thread, 32 apart
+static_assert(kTileThreads / 2 * 4 == kBr * kBc && kSColPairs * 2 == kBc, "the 2 x 2 blocks cover P once");
+static_assert(kKVRows * (kTileThreads / 32) == kBc && kQRows * (kTileThreads / 32) == kBr && kKVCols * 32 == kMaxHeadDim,
+              "the register blocks cover [kBc, d] and [kBr, d]");
 
 // Shared memory: K_j, V_j [kBc, ld]; Q_i (scaled on load), dO_i [kBr, ld]; P, dS [kBr, kBc]; L_i, D_i [kBr].
-// Thread t owns the dK_j, dV_j entries t, t + kTileThreads, ... of [kBc, d].
-// ld = tile_row_stride(d), odd: in the P/dS loop lane l reads K_j, V_j row (l mod 16) at column c, word
-// (l mod 16) ld + c, in bank (l mod 16) ld + c mod 32 -- 16 banks, as ld is a unit mod 32 (with ld = d =
-// 128 it was one bank: 16-way conflicts; CUDA C Programming Guide, shared-memory banks); Q_i, dO_i rows
-// l / 16 are two words in two banks. The dK/dV and dQ loops read rows at consecutive columns.
-__global__ void backward_kv(Dims p, int ld, const float* Q, const float* K, const float* V, const float* dO, const float* L,
-                            const float* D, float* dQ, float* dK, float* dV) {
+// ld = tile_row_stride(d), odd: in the P/dS loop a warp's 16 thread pairs read K_j and V_j rows 2 q and
+// 2 q + 1 (q = pair mod 8) at column 2 n + half, words in 16 different banks because ld is a unit mod 32
+// (with ld = d = 128 the 8 rows fell in one bank; CUDA C Programming Guide, shared-memory banks); Q_i and
+// dO_i rows are 4 words in 4 banks. The dK/dV and dQ loops read rows at 32 consecutive columns.
+__global__ void __launch_bounds__(kTileThreads, 6) backward_kv(Dims p, int ld, const float* Q, const float* K,
+                                                               const float* V, const float* dO, const float* L,
+                                                               const float* D, float* dQ, float* dK, float* dV) {
   SIMT_DYNAMIC_SHARED(float, smem);
   const int d = p.d, t = threadIdx.x, c0 = blockIdx.x * kBc, bc = min(kBc, p.Nk - c0);
+  const int warp = t / 32, lane = t % 32;
   const size_t bh = blockIdx.y, qrow0 = bh * p.Nq;
   float* Ks = smem;
   float* Vs = Ks + kBc * ld;
@@ -74,8 +89,11 @@ __global__ void backward_kv(Dims p, int ld, const float* Q, const float* K, cons
     Ks[e / d * ld + e % d] = in ? K[(bh * p.Nk + c0) * d + e] : 0.0f;
     Vs[e / d * ld + e % d] = in ? V[(bh * p.Nk + c0) * d + e] : 0.0f;
   }
-  float dk[kKVPerThread], dv[kKVPerThread];
-  for (int k = 0; k < kKVPerThread; ++k) dk[k] = dv[k] = 0.0f;
+  // This thread's 2 x 2 block of P and dS: rows 2 sr, 2 sr + 1, columns 2 sc, 2 sc + 1.
+  const int half = t & 1, sr = (t >> 1) / kSColPairs, sc = (t >> 1) % kSColPairs;
+  float dk[kKVRows][kKVCols], dv[kKVRows][kKVCols];  // rows kKVRows warp + i of dK_j, dV_j
+  for (int i = 0; i < kKVRows; ++i)
+    for (int k = 0; k < kKVCols; ++k) dk[i][k] = dv[i][k] = 0.0f;
 
   // Q tiles that see key c0 and later (causal: rows before first_row(c0) see none of this tile).
   const int first_row = p.causal ? max(0, c0 - (p.Nk - p.Nq)) : 0;
@@ -91,48 +109,75 @@ __global__ void backward_kv(Dims p, int ld, const float* Q, const float* K, cons
       Ds[t] = t < br ? D[qrow0 + r0 + t] : 0.0f;
     }
     __syncthreads();  // Q_i, dO_i, L_i, D_i (and K_j, V_j on the first pass) are in shared memory
-    for (int e = t; e < kBr * kBc; e += kTileThreads) {  // P = e^{S - L}, dS = P o (dO V^T - D), per entry
-      const int r = e / kBc, j = e % kBc;
-      float pe = 0.0f, ds = 0.0f;
-      if (r < br && j < bc && c0 + j <= last_key(p, r0 + r) && Ls[r] != -INFINITY) {
-        float s = 0.0f, dp = 0.0f;
-        for (int c = 0; c < d; ++c) {
-          s += Qs[r * ld + c] * Ks[j * ld + c];
-          dp += dOs[r * ld + c] * Vs[j * ld + c];
-        }
-        pe = expf(s - Ls[r]);
-        ds = pe * (dp - Ds[r]);
+    {  // P = e^{S - L}, dS = P o (dO V^T - D), a 2 x 2 block per thread pair
+      float s[2][2] = {}, dp[2][2] = {};
+      for (int c = half; c < d; c += 2) {
+        const float q0 = Qs[2 * sr * ld + c], q1 = Qs[(2 * sr + 1) * ld + c];
+        const float o0 = dOs[2 * sr * ld + c], o1 = dOs[(2 * sr + 1) * ld + c];
+        const float k0 = Ks[2 * sc * ld + c], k1 = Ks[(2 * sc + 1) * ld + c];
+        const float v0 = Vs[2 * sc * ld + c], v1 = Vs[(2 * sc + 1) * ld + c];
+        s[0][0] += q0 * k0, s[0][1] += q0 * k1, s[1][0] += q1 * k0, s[1][1] += q1 * k1;
+        dp[0][0] += o0 * v0, dp[0][1] += o0 * v1, dp[1][0] += o1 * v0, dp[1][1] += o1 * v1;
       }
-      P[e] = pe;
-      dS[e] = ds;
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) {  // the pair's two halves of the head dim; both threads hold the sums
+          s[a][b] += __shfl_xor_sync(0xffffffffu, s[a][b], 1);
+          dp[a][b] += __shfl_xor_sync(0xffffffffu, dp[a][b], 1);
+        }
+      for (int a = 0; a < 2; ++a)
+        for (int b = half; b < 2; b += 2) {  // each thread of the pair writes one column of the block
+          const int r = 2 * sr + a, j = 2 * sc + b;
+          float pe = 0.0f, ds = 0.0f;
+          if (r < br && j < bc && c0 + j <= last_key(p, r0 + r) && Ls[r] != -INFINITY) {
+            pe = expf(s[a][b] - Ls[r]);
+            ds = pe * (dp[a][b] - Ds[r]);
+          }
+          P[r * kBc + j] = pe;
+          dS[r * kBc + j] = ds;
+        }
     }
     __syncthreads();  // P and dS are complete before the products read their columns and rows
-    for (int k = 0; k < kKVPerThread; ++k) {  // dV_j += P^T dO_i, dK_j += dS^T (scale Q_i)
-      const int e = t + k * kTileThreads;
-      if (e >= kBc * d) break;
-      const int j = e / d, c = e % d;
-      float av = 0.0f, ak = 0.0f;
-      for (int r = 0; r < kBr; ++r) {
-        av += P[r * kBc + j] * dOs[r * ld + c];
-        ak += dS[r * kBc + j] * Qs[r * ld + c];
+    for (int r = 0; r < kBr; ++r) {  // dV_j += P^T dO_i, dK_j += dS^T (scale Q_i)
+      float o[kKVCols], q[kKVCols];
+      for (int k = 0; k < kKVCols; ++k) {
+        const bool in = lane + 32 * k < d;
+        o[k] = in ? dOs[r * ld + lane + 32 * k] : 0.0f;
+        q[k] = in ? Qs[r * ld + lane + 32 * k] : 0.0f;
       }
-      dv[k] += av;
-      dk[k] += ak;
+      for (int i = 0; i < kKVRows; ++i) {
+        const float pr = P[r * kBc + kKVRows * warp + i], dsr = dS[r * kBc + kKVRows * warp + i];
+        for (int k = 0; k < kKVCols; ++k) dv[i][k] += pr * o[k], dk[i][k] += dsr * q[k];
+      }
     }
-    for (int e = t; e < br * d; e += kTileThreads) {  // dQ_i += scale dS K_j, shared with other KV blocks
-      const int r = e / d, c = e % d;
-      float a = 0.0f;
-      for (int j = 0; j < kBc; ++j) a += dS[r * kBc + j] * Ks[j * ld + c];
-      atomicAdd(&dQ[(qrow0 + r0) * d + e], p.scale * a);
+    {  // dQ_i += scale dS K_j, shared with other KV blocks
+      float a[kQRows][kKVCols] = {};
+      for (int j = 0; j < kBc; ++j) {
+        float kj[kKVCols];
+        for (int k = 0; k < kKVCols; ++k) kj[k] = lane + 32 * k < d ? Ks[j * ld + lane + 32 * k] : 0.0f;
+        for (int i = 0; i < kQRows; ++i) {
+          const float dsij = dS[(kQRows * warp + i) * kBc + j];
+          for (int k = 0; k < kKVCols; ++k) a[i][k] += dsij * kj[k];
+        }
+      }
+      for (int i = 0; i < kQRows; ++i) {
+        const int r = kQRows * warp + i;
+        if (r >= br) break;
+        for (int k = 0; k < kKVCols; ++k)
+          if (lane + 32 * k < d) atomicAdd(&dQ[(qrow0 + r0 + r) * d + lane + 32 * k], p.scale * a[i][k]);
+      }
     }
     __syncthreads();  // everyone is done with Q_i, dO_i, P, dS before the next Q tile overwrites them
   }
 
-  for (int k = 0; k < kKVPerThread; ++k) {
-    const int e = t + k * kTileThreads;
-    if (e >= bc * d) break;
-    dK[(bh * p.Nk + c0) * d + e] = dk[k];
-    dV[(bh * p.Nk + c0) * d + e] = dv[k];
+  for (int i = 0; i < kKVRows; ++i) {
+    const int j = kKVRows * warp + i;
+    if (j >= bc) break;
+    for (int k = 0; k < kKVCols; ++k) {
+      const int c = lane + 32 * k;
+      if (c >= d) continue;
+      dK[(bh * p.Nk + c0 + j) * d + c] = dk[i][k];
+      dV[(bh * p.Nk + c0 + j) * d + c] = dv[i][k];
+    }
   }
 }
 
