@@ -1,9 +1,11 @@
 # Stage 03 (MLA): every rung vs the fp64 CD oracle on the goldens (drift fails), the rungs vs each other,
-# wrong candidates caught, model pieces (config file, RoPE layouts, RMSNorm), counted FLOPs == Cost, errors.
+# wrong candidates caught, model pieces (config file, RoPE layouts, RMSNorm), counted FLOPs == Cost, errors,
+# and bits independent of the paged pool's layout (contiguous, shuffled, interleaved blocks).
 ladder_add_test(test_03_mla
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_model.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cost.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_placement.cpp
   LIBS ladder_cuda ladder_core ladder_lab_oracle)
 # The CUDA rungs (cuda/src/03_mla*.cu) through SIMT in every schedule (and once under TSan), tiny shapes.
 ladder_add_test(test_03_mla_cuda

@@ -4,8 +4,8 @@
 // or gemm_nn, so (1) a rung's FLOPs can be counted as it runs -- each call adds M*N*K multiply-adds
 // from the operands' actual shapes, the way PyTorch's FlopCounterMode counts per op -- and a test
 // checks the count against the rung's Cost formula; (2) the parallel split is in one place: fixed
-// chunks of output columns, each a serial product over the whole K, so every output element is
-// summed in the same order whatever the thread count. For T = double (the oracle) the product is
+// chunks of output columns (or the whole product, in a WholeProducts scope), each a serial product
+// over the whole K, so every output element is summed in the same order whatever the thread count. For T = double (the oracle) the product is
 // ladder/core/gemm.hpp's fixed-order loop, not Eigen, so the bytes do not depend on the CPU either. Inside an OpenMP region (the rungs parallelise
 // over sequences and heads) the product runs serially.
 // Eigen parallelises a large product by itself when it is called outside a parallel region; its
@@ -62,6 +62,7 @@ inline void count_macs(int64_t m, int64_t n, int64_t k) {
 namespace detail {
 inline constexpr int64_t kGemmChunk = 128;         // output columns per parallel task
 inline constexpr int64_t kGemmParallelMacs = 1 << 18;  // below this a product runs on one thread
+inline thread_local bool whole_products = false;   // set by WholeProducts (below)
 
 // True where a product must run inline: inside a team already, one thread, or no OpenMP at all (the
 // notebooks' clang-repl compiles these headers without -fopenmp).
@@ -94,6 +95,27 @@ void for_chunks(int64_t chunks, bool parallel, F&& f) {
 }
 }  // namespace detail
 
+// While alive (and `on`), every gemm_nt / gemm_nn on this thread is one Eigen product on this thread,
+// not kGemmChunk-column chunks. For callers that already share out whole tasks (a sequence, a split of
+// one): there the chunks run one after another anyway, and each chunk re-packs the whole left operand
+// (a [128, 4096] score product = 32 chunks = 32 packings of q_abs; the perf profile of A_CC_ME at
+// B = 32 showed Eigen's packing at a third of its kernel time). Set it from the code path and the
+// shapes, never from the thread count: the chunking fixes each output's summation blocking.
+class WholeProducts {
+ public:
+  explicit WholeProducts(bool on = true) : prev_(detail::whole_products) { detail::whole_products = prev_ || on; }
+  ~WholeProducts() { detail::whole_products = prev_; }
+  WholeProducts(const WholeProducts&) = delete;
+  WholeProducts& operator=(const WholeProducts&) = delete;
+
+ private:
+  bool prev_;
+};
+
+namespace detail {
+inline int64_t chunk_cols(int64_t N) { return whole_products ? std::max<int64_t>(N, 1) : kGemmChunk; }
+}  // namespace detail
+
 // C = A B^T (+ C if accumulate). A [M, K]; B [N, K] (an nn.Linear weight or cache rows); C [M, N].
 template <class T>
 void gemm_nt(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accumulate = false) {
@@ -102,9 +124,9 @@ void gemm_nt(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accum
   require(C.rows() == M && C.cols() == N, "mla gemm_nt: C is [{}, {}] where [{}, {}] is required", C.rows(),
           C.cols(), M, N);
   count_macs(M, N, K);
-  const int64_t chunks = (N + detail::kGemmChunk - 1) / detail::kGemmChunk;
+  const int64_t w = detail::chunk_cols(N), chunks = (N + w - 1) / w;
   detail::for_chunks(chunks, M * N * K >= detail::kGemmParallelMacs, [&](int64_t c) {
-    const int64_t n0 = c * detail::kGemmChunk, nb = std::min(detail::kGemmChunk, N - n0);
+    const int64_t n0 = c * w, nb = std::min(w, N - n0);
     if constexpr (std::is_same_v<T, double>) {  // the oracle: a summation order fixed by the code
       gemm_fixed_order<T>(M, nb, K, T(1), A.data(), A.outerStride(), Op::N, B.data() + n0 * B.outerStride(),
                           B.outerStride(), Op::T, C.data() + n0, C.outerStride(), accumulate);
@@ -124,9 +146,9 @@ void gemm_nn(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accum
   require(C.rows() == M && C.cols() == N, "mla gemm_nn: C is [{}, {}] where [{}, {}] is required", C.rows(),
           C.cols(), M, N);
   count_macs(M, N, K);
-  const int64_t chunks = (N + detail::kGemmChunk - 1) / detail::kGemmChunk;
+  const int64_t w = detail::chunk_cols(N), chunks = (N + w - 1) / w;
   detail::for_chunks(chunks, M * N * K >= detail::kGemmParallelMacs, [&](int64_t c) {
-    const int64_t n0 = c * detail::kGemmChunk, nb = std::min(detail::kGemmChunk, N - n0);
+    const int64_t n0 = c * w, nb = std::min(w, N - n0);
     if constexpr (std::is_same_v<T, double>) {
       gemm_fixed_order<T>(M, nb, K, T(1), A.data(), A.outerStride(), Op::N, B.data() + n0, B.outerStride(), Op::N,
                           C.data() + n0, C.outerStride(), accumulate);

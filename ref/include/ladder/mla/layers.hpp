@@ -25,13 +25,29 @@ namespace ladder::mla {
 
 enum class RopeLayout { HalfSplit, Interleaved };
 
-// Rotates x[0, d) in place for position pos.
+// The rotation of position pos: cos and sin of pos * theta^{-2i/d}, i < d/2 (the angles depend on the
+// position only, so a query's H heads share one table).
 template <class T>
-void rope_inplace(T* x, int64_t d, int64_t pos, double theta, RopeLayout layout = RopeLayout::HalfSplit) {
+struct RopeAngles {
+  std::vector<T> cos, sin;
+};
+template <class T>
+RopeAngles<T> rope_angles(int64_t d, int64_t pos, double theta) {
+  RopeAngles<T> r;
+  for (int64_t i = 0; i < d / 2; ++i) {
+    const double angle = static_cast<double>(pos) * math::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+    r.cos.push_back(static_cast<T>(math::cos(angle)));
+    r.sin.push_back(static_cast<T>(math::sin(angle)));
+  }
+  return r;
+}
+
+// Rotates x[0, d) in place by the angles of one position.
+template <class T>
+void rope_apply(T* x, int64_t d, const RopeAngles<T>& r, RopeLayout layout = RopeLayout::HalfSplit) {
   const int64_t half = d / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(pos) * math::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-    const T c = static_cast<T>(math::cos(angle)), s = static_cast<T>(math::sin(angle));
+    const T c = r.cos[i], s = r.sin[i];
     const int64_t ia = layout == RopeLayout::HalfSplit ? i : 2 * i;
     const int64_t ib = layout == RopeLayout::HalfSplit ? i + half : 2 * i + 1;
     const T a = x[ia], b = x[ib];
@@ -40,7 +56,12 @@ void rope_inplace(T* x, int64_t d, int64_t pos, double theta, RopeLayout layout 
   }
 }
 
-// RMSNorm (Zhang & Sennrich 2019; DeepSeek's q_a_layernorm / kv_a_layernorm): y = g * x / sqrt(mean(x^2) + eps).
+// Rotates x[0, d) in place for position pos.
+template <class T>
+void rope_inplace(T* x, int64_t d, int64_t pos, double theta, RopeLayout layout = RopeLayout::HalfSplit) {
+  rope_apply(x, d, rope_angles<T>(d, pos, theta), layout);
+}
+
 template <class T>
 void rms_norm_inplace(T* x, const T* gain, int64_t n, double eps) {
   T ss = 0;
@@ -85,7 +106,8 @@ Mat<T> query_rope(const Weights<T>& W, const Mat<T>& cQ, const std::vector<int64
   gemm_nt<T>(cQ, W.W_QR, q);
   for (int64_t b = 0; b < q.rows(); ++b) {
     require(q_pos[b] >= 0, "mla query_rope: q_pos[{}] = {} violates q_pos >= 0", b, q_pos[b]);
-    for (int64_t hd = 0; hd < c.n_heads; ++hd) rope_inplace(&q(b, hd * c.qk_rope), c.qk_rope, q_pos[b], c.rope_theta, layout);
+    const RopeAngles<T> r = rope_angles<T>(c.qk_rope, q_pos[b], c.rope_theta);  // once per query, not per head
+    for (int64_t hd = 0; hd < c.n_heads; ++hd) rope_apply(&q(b, hd * c.qk_rope), c.qk_rope, r, layout);
   }
   return q;
 }
