@@ -23,11 +23,27 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include "ladder/mla/decompressed.hpp"
 #include "ladder/mla/step.hpp"
+#include "ladder/softmax_vec.hpp"
 
 namespace ladder::mla {
+
+// scale_and_softmax (step.hpp) with stage 01's vectorised safe rung at float (softmax_vec.hpp: the
+// exps on every SIMD lane) for the latent rungs, whose softmax covers H rows of L per sequence (scalar
+// libm exps, two per score, were a tenth of A_CC_ME's time at B = 32, L = 4096). CD and CC keep the
+// scalar rung: float CD is the tolerance rule's same-precision baseline. float64 stays scalar.
+template <class T>
+void scale_and_softmax_vec(T* s, T* a, int64_t L, T scale) {
+  for (int64_t j = 0; j < L; ++j) s[j] *= scale;
+  if constexpr (std::is_same_v<T, float>) {
+    softmax::safe_vec_row(s, a, L);
+  } else {
+    softmax::safe_row(s, a, L);
+  }
+}
 
 // The latent attention of one sequence with the cache read in place (A_CC_ME, AM):
 //   S [H, L] = q_abs_b [H, kv_lora] c^KV^T + q^R_b [H, rope] k^R^T,  a = softmax(scale S),
@@ -39,12 +55,13 @@ void attend_latent_me(const Config& c, const Mat<T>& q_abs, const Mat<T>& q_pe, 
   const int64_t H = c.n_heads, Lmax = kv.shape[1], D = c.kv_dim(), R = c.kv_lora_rank;
   const ConstMatMap<T> rows(&kv.data[b * Lmax * D], L, D);  // [c^KV | k^R] per token
   const ConstMatMap<T> qa(q_abs.row(b).data(), H, R), qr(q_pe.row(b).data(), H, c.qk_rope);
-  Mat<T> S(H, L);
+  // S [H, L] is computed in place in out.scores (rows of Lmax; entries j >= L stay -inf)
+  Eigen::Map<Mat<T>, 0, Eigen::OuterStride<>> S(&out.scores.data[b * H * Lmax], H, L, Eigen::OuterStride<>(Lmax));
   // TODO(lab: scores_me): S = q_abs c^KV^T + q^R k^R^T: two gemm_nt on the cache rows in place, no concatenation
+#pragma omp parallel for schedule(static)  // B = 1: rows shared out; inside decode's region: this thread
   for (int64_t h = 0; h < H; ++h) {
     T* s = &out.scores.data[(b * H + h) * Lmax];
-    std::copy(S.row(h).data(), S.row(h).data() + L, s);
-    scale_and_softmax(s, &out.attn.data[(b * H + h) * Lmax], L, static_cast<T>(c.scale()));
+    scale_and_softmax_vec(s, &out.attn.data[(b * H + h) * Lmax], L, static_cast<T>(c.scale()));
   }
   const Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>> A(&out.attn.data[b * H * Lmax], H, L,
                                                             Eigen::OuterStride<>(Lmax));
@@ -67,7 +84,10 @@ Output<T> decode_acc_me(const Weights<T>& W, const Prepared<T>& p, const Step<T>
   Output<T> out = make_output<T>(c, p.seqlens, p.max_len(), true);
   Mat<T> o_lat(p.batch(), c.n_heads * c.kv_lora_rank);
 #pragma omp parallel for schedule(dynamic) if (p.batch() > 1)  // B = 1: the products share out instead
-  for (int64_t b = 0; b < p.batch(); ++b) attend_latent_me(c, q_abs, q_pe, p.kv, b, p.seqlens[b], out, o_lat);
+  for (int64_t b = 0; b < p.batch(); ++b) {
+    const WholeProducts whole(p.batch() > 1);  // one task per sequence: its products in one piece each
+    attend_latent_me(c, q_abs, q_pe, p.kv, b, p.seqlens[b], out, o_lat);
+  }
   absorbed_output(W, o_lat, out);
   return out;
 }
@@ -150,7 +170,10 @@ Output<T> decode_am(const Weights<T>& W, const Prepared<T>& p, const Step<T>& st
   Output<T> out = make_output<T>(c, p.seqlens, p.max_len(), true);
   Mat<T> o_lat(p.batch(), c.n_heads * c.kv_lora_rank);
 #pragma omp parallel for schedule(dynamic) if (p.batch() > 1)  // B = 1: the products share out instead
-  for (int64_t b = 0; b < p.batch(); ++b) attend_latent_me(c, q_abs, q_pe, p.kv, b, p.seqlens[b], out, o_lat);
+  for (int64_t b = 0; b < p.batch(); ++b) {
+    const WholeProducts whole(p.batch() > 1);  // one task per sequence: its products in one piece each
+    attend_latent_me(c, q_abs, q_pe, p.kv, b, p.seqlens[b], out, o_lat);
+  }
   gemm_nt<T>(o_lat, a.W_absO, out.u);  // u = W_absO o^lat, no W_UV, W_O
   return out;
 }
