@@ -3,13 +3,14 @@
 # Everything else in a lab build is compiled from the reference headers (ladder_core, ladder_cuda, the
 # judge in tests/lab_oracle.cmake, the test sources), once. Compiled against the starter's headers
 # (found first) are only:
-#   ladder_lab_student   the library sources listed in LADDER_LAB_SOURCES: for labs 02 and 04-06 the
+#   ladder_lab_student   the library sources listed in LADDER_LAB_SOURCES: for labs 02-06 the
 #                        stage's thin student unit ref/src/lab/<stage>.cpp, which instantiates exactly
-#                        the functions the student writes (those marked LADDER_LAB_ENTRY); for labs 01
-#                        and 03 the stage's registry (ref/src/*.cpp) -- and the starter's .cu files (the
+#                        the functions the student writes (those marked LADDER_LAB_ENTRY); for lab 01
+#                        the stage's registry (ref/src/*.cpp) -- and the starter's .cu files (the
 #                        student's kernels, which replace the reference's);
-#   LADDER_LAB_TEST_SOURCES  listed test sources (tests/; lab 03 only): tests/CMakeLists.txt gives each
-#                        one the starter's headers ahead of the reference's and puts it first in its target.
+#   LADDER_LAB_TEST_SOURCES  listed test sources (tests/; no lab lists one at present): tests/CMakeLists.txt
+#                        gives each one the starter's headers ahead of the reference's and puts it first
+#                        in its target.
 # An edit of a starter file therefore recompiles only these.
 #
 # The one-definition rule: a reference source that includes a student's header (the registry, the

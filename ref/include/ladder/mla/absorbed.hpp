@@ -24,6 +24,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 #include "ladder/mla/decompressed.hpp"
 #include "ladder/mla/step.hpp"
 #include "ladder/softmax_vec.hpp"
@@ -49,8 +50,8 @@ void scale_and_softmax_vec(T* s, T* a, int64_t L, T scale) {
 //   o^lat_b [H, kv_lora] = a c^KV.
 // Writes out.scores, out.attn and row b of o_lat [B, H * kv_lora].
 template <class T>
-void attend_latent_me(const Config& c, const Mat<T>& q_abs, const Mat<T>& q_pe, const Array<T>& kv, int64_t b,
-                      int64_t L, Output<T>& out, Mat<T>& o_lat) {
+LADDER_LAB_ENTRY void attend_latent_me(const Config& c, const Mat<T>& q_abs, const Mat<T>& q_pe, const Array<T>& kv,
+                                       int64_t b, int64_t L, Output<T>& out, Mat<T>& o_lat) {
   const int64_t H = c.n_heads, Lmax = kv.shape[1], D = c.kv_dim(), R = c.kv_lora_rank;
   const ConstMatMap<T> rows(&kv.data[b * Lmax * D], L, D);  // [c^KV | k^R] per token
   const ConstMatMap<T> qa(q_abs.row(b).data(), H, R), qr(q_pe.row(b).data(), H, c.qk_rope);
@@ -75,7 +76,7 @@ void attend_latent_me(const Config& c, const Mat<T>& q_abs, const Mat<T>& q_pe, 
 
 // The absorbed output path shared by A_CC, A_CC_ME: o = W_UV o^lat per head, u = W_O o.
 template <class T>
-void absorbed_output(const Weights<T>& W, const Mat<T>& o_lat, Output<T>& out) {
+LADDER_LAB_ENTRY void absorbed_output(const Weights<T>& W, const Mat<T>& o_lat, Output<T>& out) {
   // lab:todo(absorbed_output) u = W_O o with o = absorb_output(W, o_lat) (step.hpp), into out.u
   output_projection(W, absorb_output(W, o_lat), out.u);
   // lab:end

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 #include "ladder/mla/cache.hpp"
 #include "ladder/mla/gemm.hpp"
 #include "ladder/mla/layers.hpp"
@@ -109,7 +110,7 @@ Mat<T> absorb_query(const Weights<T>& W, const Mat<T>& q_nope) {
 // o_h = W_UV(h) o^lat_h for every head (notes eq. (5): einsum('bhqc,hdc->bhqd', o_, W_UV)):
 // [B, H * v] from the attention output in latent space o^lat [B, H * kv_lora].
 template <class T>
-Mat<T> absorb_output(const Weights<T>& W, const Mat<T>& o_lat) {
+LADDER_LAB_ENTRY Mat<T> absorb_output(const Weights<T>& W, const Mat<T>& o_lat) {
   const Config& c = W.cfg;
   Mat<T> o(o_lat.rows(), c.n_heads * c.v_head);
   // TODO(lab: absorb_output): o_h = o^lat_h W_UV(h)^T for every head h: one gemm_nt per head into o
