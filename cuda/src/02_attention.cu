@@ -126,8 +126,9 @@ __global__ void flash_row(Dims p, const float* Q, const float* K, const float* V
     const float dr = di * expf(mi - m_new);  // d'_{j-1} e^{m_{j-1} - m_j}; 0 at the first key
     const float e = expf(x - m_new);
     const float d_new = dr + e;  // d'_j
+    const float w = e / d_new;   // o'_j = o'_{j-1} (1 - w_j) + w_j v_j, as o'_{j-1} + w_j (v_j - o'_{j-1}) (flash.hpp)
     for (int k = 0; k < kColsPerLane; ++k)
-      if (lane + 32 * k < p.d) o[k] = o[k] * (dr / d_new) + (e / d_new) * Vh[(size_t)j * p.d + lane + 32 * k];
+      if (lane + 32 * k < p.d) o[k] = fmaf(w, Vh[(size_t)j * p.d + lane + 32 * k] - o[k], o[k]);
     mi = m_new;
     di = d_new;
   }
