@@ -55,8 +55,13 @@ inline Array<Index> make_log2phy(const IndexMat& phy2log, const IndexMat& phyran
   const Index max_cnt = logcnt.size() ? logcnt.maxCoeff() : 0;
   Array<Index> log2phy({L, num_log, max_cnt}, Index{-1});
   for (Index l = 0; l < L; ++l)
-    for (Index p = 0; p < R; ++p)
-      log2phy.data[static_cast<size_t>((l * num_log + phy2log(l, p)) * max_cnt + phyrank(l, p))] = p;
+    for (Index p = 0; p < R; ++p) {
+      const Index e = phy2log(l, p), k = phyrank(l, p);
+      // A wrong replication (a lab's replicate_experts: a rank >= logcnt) would write outside the array;
+      // its slot is left out instead, and the tests and check.hpp name the wrong phy2log / phyrank.
+      if (e < 0 || e >= num_log || k < 0 || k >= max_cnt) continue;
+      log2phy.data[static_cast<size_t>((l * num_log + e) * max_cnt + k)] = p;
+    }
   return log2phy;
 }
 
