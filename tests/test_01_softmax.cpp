@@ -223,9 +223,10 @@ TEST_CASE("online's recurrence is caught when broken (a rung without the rescale
 }
 
 TEST_CASE("vectorised rungs: every row length around the lane width, NaN in any lane, the merge rule") {
-  // Lengths 1 .. 3 lane steps + 1 exercise rows shorter than one step, whole steps, and scalar tails;
-  // each is judged by the tolerance rule against the fp64 oracle (safe in float64).
-  const int64_t step = softmax::vec::kWidth<float> * softmax::vec::kChains;
+  // Lengths 1 .. 3 online_vec steps + 1 (kChains blocks of kBlock packets) exercise rows shorter than one
+  // step, whole steps, partial packets and padded tail blocks; each is judged by the tolerance rule
+  // against the fp64 oracle (safe in float64).
+  const int64_t step = softmax::vec::kOnlineStep<float>;
   Rng rng(11);
   for (int64_t V = 1; V <= 3 * step + 1; ++V) {
     Array<float> x({3, V});
