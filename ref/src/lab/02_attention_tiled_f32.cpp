@@ -6,8 +6,9 @@
 // library and the tests call them with. Everything else is compiled from the reference once and calls
 // these out of line (LADDER_LAB_ENTRY, ladder/core/lab.hpp); these objects come first on every link
 // line, so their copies are the ones that run. The functions are split by header and by precision -- one
-// unit per header and type, each holding Eigen's tile products at one precision -- so a save of
-// tiled.hpp recompiles its two units, side by side on two cores, and a save of the other header none of them.
+// unit per header and type; the tile products are not here but compiled once in the library,
+// ladder/attention/tile_ops.hpp -- so a save of tiled.hpp recompiles its two units, side by side on two
+// cores, and a save of the other header none of them.
 #include "ladder/attention/tiled.hpp"
 
 namespace ladder::attention {

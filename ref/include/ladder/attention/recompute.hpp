@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "ladder/attention/problem.hpp"
+#include "ladder/attention/tile_ops.hpp"
 #include "ladder/core/tensor.hpp"
 #include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
@@ -89,8 +90,8 @@ LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* 
 
           auto pt = P.topLeftCorner(br, bc);
           auto ds = dS.topLeftCorner(br, bc);
-          // lab:todo(recompute_tile) notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (hidden entries and L = -inf rows 0); dV_j += P^T dO_i; dP = dO_i V_j^T; dS = P o (dP - D_i) into ds; dQ_i += scale dS K_j; dK_j += scale dS^T Q_i.
-          pt.noalias() = q * k.transpose();   // S_ij (Q_i carries the scale)
+          // lab:todo(recompute_tile) notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (tile::nt(q, k, pt); hidden entries and L = -inf rows 0); dV_j += P^T dO_i (tile::tn_add(pt, g, dv)); dP = dO_i V_j^T into ds (tile::nt); dS = P o (dP - D_i) in ds; dQ_i += scale dS K_j (tile::nn_add(T(p.scale), ds, k, dq)); dK_j += scale dS^T Q_i (tile::tn_add).
+          tile::nt<T>(q, k, pt);              // S_ij (Q_i carries the scale)
           for (int64_t r = 0; r < br; ++r) {  // P_ij = e^{S_ij - L_i}, hidden entries 0
             const int64_t visible = std::clamp<int64_t>(p.last_key(r0 + r) - c0 + 1, 0, bc);
             auto prow = pt.row(r);
@@ -101,12 +102,12 @@ LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* 
             prow.head(visible) = (prow.head(visible).array() - Li(r)).exp();
             prow.tail(bc - visible).setZero();
           }
-          dv.noalias() += pt.transpose() * g;  // dV_j += P^T dO_i
-          ds.noalias() = g * v.transpose();    // dP_ij
+          tile::tn_add<T>(pt, g, dv);          // dV_j += P^T dO_i
+          tile::nt<T>(g, v, ds);               // dP_ij
           for (int64_t r = 0; r < br; ++r)     // dS_ij = P o (dP - D_i)
             ds.row(r) = pt.row(r).cwiseProduct((ds.row(r).array() - Di(r)).matrix());
-          dq.noalias() += T(p.scale) * (ds * k);  // dQ_i += scale dS K_j
-          dk.noalias() += ds.transpose() * q;     // dK_j += scale dS^T Q_i (scale is in Q_i)
+          tile::nn_add<T>(T(p.scale), ds, k, dq);  // dQ_i += scale dS K_j
+          tile::tn_add<T>(ds, q, dk);             // dK_j += scale dS^T Q_i (scale is in Q_i)
           // lab:end
         }
         MatMap<T>(dK + (koff + c0) * d, bc, d) = dk;

@@ -21,7 +21,8 @@
 // O = 0, L = m = -inf by definition.
 //
 // The tile products are Eigen GEMMs on the tile buffers (single-threaded; the tasks are parallel),
-// which is what makes the rung fast on a CPU. The buffers stand for on-chip memory: loading Q_i
+// which is what makes the rung fast on a CPU; they are the tile:: functions of tile_ops.hpp, compiled
+// once in the library (plain Eigen expressions in their place give the same bits). The buffers stand for on-chip memory: loading Q_i
 // (scaled by `scale` on the way, so S = Q_i K_j^T needs no extra pass), K_j and V_j, and storing O_i
 // and L_i are the only accesses to the [B,H,N,d] arrays, and are what Traffic counts.
 #pragma once
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "ladder/attention/problem.hpp"
+#include "ladder/attention/tile_ops.hpp"
 #include "ladder/core/tensor.hpp"
 #include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
@@ -82,8 +84,8 @@ LADDER_LAB_ENTRY void tiled_forward(const Problem& p, const T* Q, const T* K, co
         v = ConstMatMap<T>(V + (bh * Nk + c0) * d, bc, d);
         rd += 2 * bc * d;
         auto s = S.topLeftCorner(br, bc);
-        // lab:todo(tiled_tile) notes §3.7: S_ij = q k^T into s; per row r (causal: the first `visible` keys) m_new, alpha = e^{m - m_new}, P = e^{S - m_new} in s (hidden entries 0), l and O rescaled; then O_i += P V_j.
-        s.noalias() = q * k.transpose();  // S_ij = scale Q_i K_j^T
+        // lab:todo(tiled_tile) notes §3.7: S_ij = q k^T into s (tile::nt(q, k, s)); per row r (causal: the first `visible` keys) m_new, alpha = e^{m - m_new}, P = e^{S - m_new} in s (hidden entries 0), l and O rescaled; then O_i += P V_j (tile::nn_add(s, v, o)).
+        tile::nt<T>(q, k, s);  // S_ij = scale Q_i K_j^T
 
         for (int64_t r = 0; r < br; ++r) {  // the online recurrence, row by row
           const int64_t visible = std::clamp<int64_t>(p.last_key(r0 + r) - c0 + 1, 0, bc);
@@ -100,7 +102,7 @@ LADDER_LAB_ENTRY void tiled_forward(const Problem& p, const T* Q, const T* K, co
           o.row(r) *= alpha;
           mi(r) = m_new;
         }
-        o.noalias() += s * v;  // O_i += P~_ij V_j
+        tile::nn_add<T>(s, v, o);  // O_i += P~_ij V_j
         // lab:end
       }
 

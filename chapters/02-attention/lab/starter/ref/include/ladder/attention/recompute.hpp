@@ -32,6 +32,7 @@
 #include <cstdint>
 
 #include "ladder/attention/problem.hpp"
+#include "ladder/attention/tile_ops.hpp"
 #include "ladder/core/tensor.hpp"
 #include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
@@ -90,7 +91,7 @@ LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* 
 
           auto pt = P.topLeftCorner(br, bc);
           auto ds = dS.topLeftCorner(br, bc);
-          // TODO(lab: recompute_tile): notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (hidden entries and L = -inf rows 0); dV_j += P^T dO_i; dP = dO_i V_j^T; dS = P o (dP - D_i) into ds; dQ_i += scale dS K_j; dK_j += scale dS^T Q_i.
+          // TODO(lab: recompute_tile): notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (tile::nt(q, k, pt); hidden entries and L = -inf rows 0); dV_j += P^T dO_i (tile::tn_add(pt, g, dv)); dP = dO_i V_j^T into ds (tile::nt); dS = P o (dP - D_i) in ds; dQ_i += scale dS K_j (tile::nn_add(T(p.scale), ds, k, dq)); dK_j += scale dS^T Q_i (tile::tn_add).
         }
         MatMap<T>(dK + (koff + c0) * d, bc, d) = dk;
         MatMap<T>(dV + (koff + c0) * d, bc, d) = dv;

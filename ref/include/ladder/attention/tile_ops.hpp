@@ -1,0 +1,52 @@
+// ladder/attention/tile_ops.hpp -- the tile products of the tiled rungs (tiled.hpp, recompute.hpp):
+// S = Q_i K_j^T, O_i += P V_j, dV_j += P^T dO_i, dQ_i += scale dS K_j, ...
+//
+// Each is the same Eigen product expression the rungs wrote inline (same kernels, same blocking, same
+// bits), behind a function on row-major tile views whose float and double instantiations are compiled
+// ONCE, in the library (ref/src/attention_tile_ops.cpp; `extern template` below keeps every other unit
+// from instantiating them). Eigen's GEMM is most of the compile time of a unit that uses it: with these,
+// lab 02's student units (ref/src/lab/02_attention_*.cpp) compile only the student's row loops and a
+// save is rebuilt in a few seconds. Plain Eigen expressions in their place give the same results, only
+// compile slower. The definitions stay in the header so a header-only user (other T, no library) works.
+#pragma once
+#include "ladder/core/eigen.hpp"
+#include "ladder/core/tensor.hpp"
+
+namespace ladder::attention::tile {
+
+// A row-major tile or a block of one (inner stride 1): what topRows / topLeftCorner / a Map give.
+template <class T>
+using In = Eigen::Ref<const Mat<T>, 0, Eigen::OuterStride<>>;
+template <class T>
+using Out = Eigen::Ref<Mat<T>, 0, Eigen::OuterStride<>>;
+
+// C = A B^T
+template <class T>
+void nt(In<T> A, In<T> B, Out<T> C) {
+  C.noalias() = A * B.transpose();
+}
+// C += A B
+template <class T>
+void nn_add(In<T> A, In<T> B, Out<T> C) {
+  C.noalias() += A * B;
+}
+// C += alpha (A B)
+template <class T>
+void nn_add(T alpha, In<T> A, In<T> B, Out<T> C) {
+  C.noalias() += alpha * (A * B);
+}
+// C += A^T B
+template <class T>
+void tn_add(In<T> A, In<T> B, Out<T> C) {
+  C.noalias() += A.transpose() * B;
+}
+
+#define LADDER_TILE_OPS(EXTERN, T)                  \
+  EXTERN template void nt<T>(In<T>, In<T>, Out<T>);     \
+  EXTERN template void nn_add<T>(In<T>, In<T>, Out<T>); \
+  EXTERN template void nn_add<T>(T, In<T>, In<T>, Out<T>); \
+  EXTERN template void tn_add<T>(In<T>, In<T>, Out<T>);
+LADDER_TILE_OPS(extern, float)
+LADDER_TILE_OPS(extern, double)
+
+}  // namespace ladder::attention::tile

@@ -1,0 +1,10 @@
+// attention_tile_ops.cpp -- the one instantiation of the tiled rungs' tile products (float, double);
+// see ladder/attention/tile_ops.hpp.
+#include "ladder/attention/tile_ops.hpp"
+
+namespace ladder::attention::tile {
+
+LADDER_TILE_OPS(, float)
+LADDER_TILE_OPS(, double)
+
+}  // namespace ladder::attention::tile
