@@ -2,12 +2,14 @@
 // S = Q_i K_j^T, O_i += P V_j, dV_j += P^T dO_i, dQ_i += scale dS K_j, ...
 //
 // Each is the same Eigen product expression the rungs wrote inline (same kernels, same blocking, same
-// bits), behind a function on row-major tile views whose float and double instantiations are compiled
-// ONCE, in the library (ref/src/attention_tile_ops.cpp; `extern template` below keeps every other unit
-// from instantiating them). Eigen's GEMM is most of the compile time of a unit that uses it: with these,
-// lab 02's student units (ref/src/lab/02_attention_*.cpp) compile only the student's row loops and a
-// save is rebuilt in a few seconds. Plain Eigen expressions in their place give the same results, only
-// compile slower. The definitions stay in the header so a header-only user (other T, no library) works.
+// bits), behind a function on row-major tile views whose float and double instantiations the library
+// compiles once (ref/src/attention_tile_ops.cpp). In a lab build (LADDER_LAB_BUILD, every unit of
+// scripts/lab's build) `extern template` below keeps every other unit from instantiating them: Eigen's
+// GEMM is most of the compile time of a unit that uses it, so lab 02's student units
+// (ref/src/lab/02_attention_*.cpp) compile only the student's row loops and a save is rebuilt in a few
+// seconds. Plain Eigen expressions in their place give the same results, only compile slower. Outside a
+// lab build they are ordinary templates, instantiated where used: a header-only user (ladder::ref, a
+// notebook, another T) needs no library.
 #pragma once
 #include "ladder/core/eigen.hpp"
 #include "ladder/core/tensor.hpp"
@@ -46,7 +48,9 @@ void tn_add(In<T> A, In<T> B, Out<T> C) {
   EXTERN template void nn_add<T>(In<T>, In<T>, Out<T>); \
   EXTERN template void nn_add<T>(T, In<T>, In<T>, Out<T>); \
   EXTERN template void tn_add<T>(In<T>, In<T>, Out<T>);
+#ifdef LADDER_LAB_BUILD
 LADDER_TILE_OPS(extern, float)
 LADDER_TILE_OPS(extern, double)
+#endif
 
 }  // namespace ladder::attention::tile
