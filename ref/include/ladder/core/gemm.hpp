@@ -93,6 +93,19 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, Op 
   }
 }
 
+// In a lab build (LADDER_LAB_BUILD, every unit of scripts/lab's build) the float and double products
+// are compiled once, in the library (ref/src/gemm.cpp), and declared extern here: Eigen's GEMM is most
+// of the compile time of a unit that calls it, and a student's unit that calls gemm (lab 04's
+// ragged_dot, lab 03's latent products) then rebuilds in seconds after a save. Elsewhere gemm is an
+// ordinary template, instantiated where used, so a header-only user needs no library.
+#define LADDER_GEMM_INSTANCES(EXTERN, T)                                                                       \
+  EXTERN template void gemm<T>(int64_t, int64_t, int64_t, T, const T*, int64_t, Op, const T*, int64_t, Op, T*, \
+                               int64_t, bool);
+#ifdef LADDER_LAB_BUILD
+LADDER_GEMM_INSTANCES(extern, float)
+LADDER_GEMM_INSTANCES(extern, double)
+#endif
+
 // sum_i x_i, i ascending from 0 (a sum in an order fixed by the code, for every T).
 template <class T>
 T sum_fixed_order(const T* x, int64_t n) {
