@@ -178,7 +178,7 @@ TEST_CASE("a tiled forward without the rescale e^{m_old - m_new} is rejected; wi
 }
 
 TEST_CASE("a causal mask aligned top-left instead of bottom-right is rejected (Nq < Nk and Nq > Nk)") {
-  for (const char* name : {"q97_k113_d32_causal", "q113_k97_d59_causal"}) {
+  for (const std::string name : {"q97_k113_d32_causal", "q113_k97_d59_causal"}) {
     CAPTURE(name);
     const GoldenCase& c = golden_case(name);
     const GoldenInputs in = golden_inputs(c);

@@ -158,7 +158,7 @@ TEST_CASE("goldens cover the stage's cases: L in {1, 63, 64, 65, 1000}, ragged b
 }
 
 TEST_CASE("flash_mla: the split size does not matter beyond rounding (1, 2, 3 and 100 pages per split)") {
-  for (const char* name : {"L_1000", "batch_ragged"}) {
+  for (const std::string name : {"L_1000", "batch_ragged"}) {
     CAPTURE(name);
     const Loaded c = load_case(name);
     const Output<float> base = baseline(c);

@@ -12,7 +12,7 @@ using namespace ladder::moe;
 using test::load_moe_case;
 
 TEST_CASE("planted bug: the inverse permutation off by one is caught by the tolerance rule") {
-  for (const char* name : {"e8_T7", "e16_T128", "e16_zipf"}) {
+  for (const std::string name : {"e8_T7", "e16_T128", "e16_zipf"}) {
     CAPTURE(name);
     const test::MoeCase c = load_moe_case(name);
     const Weights<float> w = c.in.weights.cast<float>();
@@ -32,7 +32,7 @@ TEST_CASE("planted bug: the inverse permutation off by one is caught by the tole
 }
 
 TEST_CASE("planted bug: group offsets shifted by one group are caught by the tolerance rule") {
-  for (const char* name : {"e8_T128", "e16_T7", "e8_cold_expert"}) {
+  for (const std::string name : {"e8_T128", "e16_T7", "e8_cold_expert"}) {
     CAPTURE(name);
     const test::MoeCase c = load_moe_case(name);
     const Weights<float> w = c.in.weights.cast<float>();
@@ -51,7 +51,7 @@ TEST_CASE("planted bug: group offsets shifted by one group are caught by the tol
 }
 
 TEST_CASE("planted bug: the bias used in the weights (not only in selection) is caught") {
-  for (const char* name : {"e16_zipf", "e8_hot_expert"}) {
+  for (const std::string name : {"e16_zipf", "e8_hot_expert"}) {
     CAPTURE(name);
     const test::MoeCase c = load_moe_case(name);
     const Weights<double>& w = c.in.weights;
