@@ -4,7 +4,7 @@
 # judge in tests/lab_oracle.cmake, the test sources), once. Compiled against the starter's headers
 # (found first) are only:
 #   ladder_lab_student   the library sources listed in LADDER_LAB_SOURCES: for labs 02-06 the
-#                        stage's thin student unit ref/src/lab/<stage>.cpp, which instantiates exactly
+#                        stage's thin student units ref/src/lab/<stage>*.cpp, which instantiate exactly
 #                        the functions the student writes (those marked LADDER_LAB_ENTRY); for lab 01
 #                        the stage's registry (ref/src/*.cpp) -- and the starter's .cu files (the
 #                        student's kernels, which replace the reference's);
