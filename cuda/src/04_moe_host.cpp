@@ -45,13 +45,7 @@ void ragged_dot(const float* lhs, int64_t m, int64_t K, const float* rhs, int64_
   std::vector<int64_t> gs(static_cast<size_t>(G));
   sync();
   std::vector<int64_t> offsets(static_cast<size_t>(G + 1), 0);
-  {
-#if defined(__CUDACC__)
-    check(cudaMemcpy(gs.data(), group_sizes, gs.size() * sizeof(int64_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
-#else
-    std::copy(group_sizes, group_sizes + G, gs.begin());
-#endif
-  }
+  copy_to_host(group_sizes, gs.data(), gs.size());  // device memory: never read it directly on the host
   for (int64_t g = 0; g < G; ++g) {
     require(gs[static_cast<size_t>(g)] >= 0, "cuda::moe::ragged_dot: group_sizes[{}] = {} violates >= 0", g, gs[static_cast<size_t>(g)]);
     offsets[static_cast<size_t>(g + 1)] = offsets[static_cast<size_t>(g)] + gs[static_cast<size_t>(g)];

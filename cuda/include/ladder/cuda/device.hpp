@@ -42,6 +42,22 @@ inline void sync() {
 #endif
 }
 
+// Copies n values from device memory the caller does not own (a host API's device-pointer argument)
+// to host[0, n); waits for running kernels first. A g++-compiled host file must use this, never read
+// the pointer directly: that works under SIMT, where "device" memory is host memory, and is a
+// segmentation fault in the GPU build.
+template <class T>
+void copy_to_host(const T* device, T* host, std::size_t n) {
+  static_assert(std::is_trivially_copyable_v<T>, "device memory holds trivially copyable values only");
+  if (n == 0) return;
+  require(device != nullptr && host != nullptr, "cuda::copy_to_host: n = {} with a null pointer", n);
+#if defined(LADDER_GPU)
+  check(cudaMemcpy(host, device, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
+#else
+  std::memcpy(static_cast<void*>(host), device, n * sizeof(T));
+#endif
+}
+
 template <class T>
 class DeviceBuffer {
   static_assert(std::is_trivially_copyable_v<T>, "device memory holds trivially copyable values only");
