@@ -152,6 +152,26 @@ TEST_CASE("fully masked rows: O = 0, L = m = -inf, zero dQ (causal, Nq > Nk)") {
   }
 }
 
+TEST_CASE("a row whose whole probability is on one key gets dQ exactly 0 (D summed in dP's order)") {
+  // With one key, O_i = V_0 exactly, dP = dO_i . V_0 and D_i = dO_i . O_i are the same sum, and
+  // dS = P (dP - D) = 0. The backward sums D in the order of its dP loop, so the two round alike and
+  // dQ is exactly 0 -- also on a GPU, where nvcc contracts the sums into fmas (D summed by 32 lanes
+  // and a butterfly left dQ 1.4e-6 off on an H200, over the rule's floor).
+  for (const Case* k : {&all_cases()[4], &all_cases().back()}) {  // q239_k1_d64_causal; random q17 k1 d32
+    CAPTURE(k->name);
+    REQUIRE(k->p.Nk == 1);
+    const Forward<float> f = run_forward<float>(&tiled_forward_default<float>, k->p, k->Q, k->K, k->V);
+    for (const Rung* r : registry().stage(kStage, "cuda")) {
+      if (!is_backward(*r)) continue;
+      CAPTURE(r->key());
+      const Grads<float> g = test::backward<float>(*r, k->p, k->Q, k->K, k->V, f.O, k->dO, f.L);
+      int64_t nonzero = 0;
+      for (float v : g.dQ.data) nonzero += v != 0.0f;
+      CHECK(nonzero == 0);
+    }
+  }
+}
+
 TEST_CASE("the host API rejects what the kernels cannot run, naming the parameter") {
   cuda::DeviceBuffer<float> buf(size_t(4 * 129));
   float* b = buf.data();

@@ -33,17 +33,21 @@ __device__ __forceinline__ int last_key(const Dims& p, int i) {
   return p.causal ? min(p.Nk - 1, i + p.Nk - p.Nq) : p.Nk - 1;
 }
 
-// D = rowsum(dO o O) with lanes over the head dim; dQ's row set to 0 (the KV blocks add into it).
+// D = rowsum(dO o O); dQ's row set to 0 (the KV blocks add into it). D is summed in the order in which
+// backward_kv sums dP = dO V^T: two chains over alternate columns (c = 0, 2, 4, ... and c = 1, 3, ...),
+// then their sum. Where a row's whole probability sits on one key j, O_i = V_j and dS = P (dP - D) is
+// exactly 0 -- and the rounding is then exactly the same on both sides, so dQ is exactly 0 too, on a
+// GPU that contracts a * b + c into one fma as on the CPU that does not. (Summed by 32 lanes and a
+// butterfly, D differed from dP in the last bits on an H200: dQ 1.4e-6 off on q239_k1_d64_causal.)
 __global__ void backward_D(Dims p, const float* O, const float* dO, float* D, float* dQ) {
   const int lane = threadIdx.x % 32;
   const size_t row = (size_t)blockIdx.x * kRowWarps + threadIdx.x / 32;
   if (row >= (size_t)p.B * p.H * p.Nq) return;  // whole warps exit together
+  for (int c = lane; c < p.d; c += 32) dQ[row * p.d + c] = 0.0f;
   float s = 0.0f;
-  for (int c = lane; c < p.d; c += 32) {
-    s += dO[row * p.d + c] * O[row * p.d + c];
-    dQ[row * p.d + c] = 0.0f;
-  }
-  for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+  if (lane < 2)
+    for (int c = lane; c < p.d; c += 2) s += dO[row * p.d + c] * O[row * p.d + c];
+  s += __shfl_xor_sync(0xffffffffu, s, 1);  // lane 0: chain 0 + chain 1, as backward_kv's pair
   if (lane == 0) D[row] = s;
 }
 
