@@ -211,7 +211,7 @@ void gemm_rows(std::vector<Row>& rows, cublasHandle_t h) {
   g.A = A.data(), g.a_m = n, g.a_k = 1;
   g.B = Bm.data(), g.b_n = n, g.b_k = 1;
   g.C = C.data(), g.c_m = n, g.c_n = 1;
-  Row r{"project GEMM kernel (16x16 tiles), C = A B^T", fmt::format("{0}x{0}x{0} fp32", n), "flops",
+  Row r{"project GEMM kernel (128x128 tiles, 8x8 per thread), C = A B^T", fmt::format("{0}x{0}x{0} fp32", n), "flops",
         time_ms([&] { cuda::mla::gemm(g); }), 2.0 * double(n) * double(n) * double(n)};
   r.cublas_ms = time_ms([&] { sgemm_nt(h, int(n), int(n), int(n), A.data(), 0, Bm.data(), 0, C.data(), 0, 1); });
   rows.push_back(r);

@@ -30,7 +30,11 @@ struct Gemm {
   bool lens_on_m = false, lens_on_n = false, lens_on_k = false;
 };
 
-inline constexpr int kGemmTile = 16;          // the GEMM's output tile and K step (16 x 16 threads)
+inline constexpr int kGemmTile = 128;         // the GEMM's output tile (kGemmTile x kGemmTile per block)
+inline constexpr int kGemmK = 8;              // its K step through shared memory
+inline constexpr int kGemmRegs = 8;           // outputs per thread along each side (an 8 x 8 register tile)
+inline constexpr int kGemmThreads = (kGemmTile / kGemmRegs) * (kGemmTile / kGemmRegs);  // 256
+static_assert(kGemmTile * kGemmK % kGemmThreads == 0, "gemm_batched: each thread copies whole elements of a tile");
 inline constexpr int kFlashTileTokens = 8;    // cache rows per shared-memory tile (divides the page of 64)
 inline constexpr int kFlashHeads = 4;         // heads per flash_mla block (the head group)
 inline constexpr int kFlashThreads = 128;
