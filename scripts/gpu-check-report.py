@@ -24,6 +24,41 @@ def first_line(cmd):
         return ""
 
 
+def issue_targets(bench, peers):
+    """The first GPU performance pass's targets, each judged from this run's own rows (never across runs)."""
+    if not bench:
+        return []
+    rows = {r["rung"]: r for r in bench["rows"]}
+    out = []
+
+    def add(target, measured, met):
+        out.append({"target": target, "measured": measured, "met": bool(met)})
+
+    for rung in ("softmax v2_safe", "softmax v3_online"):
+        if rung in rows:
+            add(f"{rung} <= 1.3x the bytes floor", f"{rows[rung]['over_floor']:.2f}x", rows[rung]["over_floor"] <= 1.3)
+    tiled, row = rows.get("attention fwd tiled"), rows.get("attention fwd flash (warp per row)")
+    if tiled:
+        peak = bench["fma_tflops"]
+        add("attention fwd tiled >= 25% of the fp32 FMA floor's rate",
+            f"{tiled['rate']:.2f} TFLOP/s = {100 * tiled['rate'] / peak:.0f}% of {peak:.1f}", tiled["rate"] >= 0.25 * peak)
+        if row:
+            add("attention fwd tiled faster than the row rung", f"{tiled['ms']:.2f} ms vs {row['ms']:.2f} ms",
+                tiled["ms"] < row["ms"])
+    acc = rows.get("MLA A_CC_ME full step")
+    flash = [r for name, r in rows.items() if name.startswith("MLA flash_mla")]
+    if acc and flash:
+        best = min(flash, key=lambda r: r["ms"])
+        add("flash_mla at least as fast as A_CC_ME", f"{best['rung']} {best['ms']:.2f} ms vs {acc['ms']:.2f} ms",
+            best["ms"] <= acc["ms"])
+    if acc and peers:
+        einsum = next((r for r in peers["rows"] if r["peer"].startswith("torch einsum MLA")), None)
+        if einsum:
+            add("A_CC_ME within 2x of the torch einsum step", f"{acc['ms'] / einsum['ms']:.2f}x ({acc['ms']:.2f} vs "
+                f"{einsum['ms']:.2f} ms)", acc["ms"] <= 2 * einsum["ms"])
+    return out
+
+
 def main(work):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     steps = []
@@ -53,6 +88,11 @@ def main(work):
     if os.path.exists(os.path.join(work, "bench.json")):
         bench = json.loads(read(os.path.join(work, "bench.json")))
 
+    peers = None
+    if os.path.exists(os.path.join(work, "peers.json")):
+        peers = json.loads(read(os.path.join(work, "peers.json")))
+    targets = issue_targets(bench, peers)
+
     meta = {
         "commit": first_line(["git", "-C", root, "rev-parse", "--short", "HEAD"]),
         "nvcc": first_line(["sh", "-c", "nvcc --version | grep release"]),
@@ -61,7 +101,8 @@ def main(work):
     }
     passed = all(s["status"] in ("pass", "skipped") for s in steps) and {s["step"] for s in steps} >= {
         "tests", "sanitize", "bench"}
-    result = {"pass": passed, "meta": meta, "steps": steps, "tests": tests, "sanitizer": sanitizer, "bench": bench}
+    result = {"pass": passed, "meta": meta, "steps": steps, "tests": tests, "sanitizer": sanitizer, "bench": bench,
+              "peers": peers, "targets": targets}
     with open(os.path.join(work, "report.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
 
@@ -90,6 +131,13 @@ def main(work):
             cb_ratio = "-" if cb is None else f"{r['ms'] / cb:.2f}"
             md.append(f"| {r['rung']} | {r['shape']} | {r['ms']:.3f} | {r['rate']:.2f} {r['unit']} | "
                       f"{r['over_floor']:.2f} | {cb_ms} | {cb_ratio} |")
+    if peers:
+        md += ["", "## PyTorch at the same shapes", "", f"PyTorch {peers['torch']} on {peers['device']}, median of "
+               f"{peers['reps']} calls, TF32 off.", "", "| peer | shape | ms |", "|---|---|---|"]
+        md += [f"| {r['peer']} | {r['shape']} | {r['ms']:.3f} |" for r in peers["rows"]]
+    if targets:
+        md += ["", "## Performance targets (ratios within this run)", "", "| target | measured | met |", "|---|---|---|"]
+        md += [f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else 'no'} |" for t in targets]
     with open(os.path.join(work, "report.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(md) + "\n")
     return 0
