@@ -118,8 +118,8 @@ TEST_CASE("the GEMM kernel vs Eigen: awkward M, N, K; batched with an inner inde
     for (float& x : v) x = float(rng.normal());
     return v;
   };
-  for (int64_t M : {1, 17}) {
-    for (int64_t N : {1, 16, 33}) {
+  for (int64_t M : {1, 17, 130}) {
+    for (int64_t N : {1, 16, 33, 131}) {
       for (int64_t K : {1, 15, 40}) {
         CAPTURE(M);
         CAPTURE(N);
@@ -129,12 +129,18 @@ TEST_CASE("the GEMM kernel vs Eigen: awkward M, N, K; batched with an inner inde
         const std::vector<int64_t> lens = {N, (N + 1) / 2};  // sequence 1 uses half of N
         cuda::DeviceBuffer<float> dA(A), dB(Bm), dC(C0);
         cuda::DeviceBuffer<int64_t> dl(lens);
-        for (bool nn : {false, true}) {
+        for (int variant = 0; variant < 8; ++variant) {
+          // B as [N, K] or [K, N] (nn), A as [M, K] or [K, M] (at): each kernel's two load orders
+          const bool nn = variant & 1, at = variant & 2;
+          const int tile = variant & 4 ? cuda::mla::kGemmTile : cuda::mla::kGemmSmallTile;
           CAPTURE(nn);
+          CAPTURE(at);
+          CAPTURE(tile);
           dC.copy_from_host(C0.data(), C0.size());
           cuda::mla::Gemm g;
+          g.tile = tile;  // both kernels: the 128 x 128 register-tiled one and the 16 x 16 one
           g.M = M, g.N = N, g.K = K, g.batch = Z, g.inner = inner, g.alpha = 0.5f, g.accumulate = true;
-          g.A = dA.data(), g.a_o = inner * M * K, g.a_i = M * K, g.a_m = K;
+          g.A = dA.data(), g.a_o = inner * M * K, g.a_i = M * K, g.a_m = at ? 1 : K, g.a_k = at ? M : 1;
           g.B = dB.data(), g.b_o = inner * N * K, g.b_i = N * K, g.b_n = nn ? 1 : K, g.b_k = nn ? N : 1;
           g.C = dC.data(), g.c_o = inner * M * N, g.c_i = M * N, g.c_m = N;
           g.lens = dl.data(), g.lens_on_n = true;
@@ -143,7 +149,8 @@ TEST_CASE("the GEMM kernel vs Eigen: awkward M, N, K; batched with an inner inde
           double err = 0;
           for (int64_t z = 0; z < Z; ++z) {
             const int64_t n_used = lens[size_t(z / inner)];
-            const ConstMatMap<float> a(&A[size_t(z * M * K)], M, K);
+            const Mat<float> a = at ? Mat<float>(ConstMatMap<float>(&A[size_t(z * M * K)], K, M).transpose())
+                                    : Mat<float>(ConstMatMap<float>(&A[size_t(z * M * K)], M, K));
             const Mat<float> b = nn ? Mat<float>(ConstMatMap<float>(&Bm[size_t(z * N * K)], K, N).transpose())
                                     : Mat<float>(ConstMatMap<float>(&Bm[size_t(z * N * K)], N, K));
             const Mat<double> want = a.cast<double>() * b.cast<double>().transpose() * 0.5;

@@ -26,6 +26,48 @@ namespace {
 constexpr int T = kGemmTile;
 constexpr int kRowThreads = 128;  // rms_norm, scale_softmax: threads per row
 
+// gemm_small: the same product with one 16 x 16 output tile per block of 16 x 16 threads, one output
+// per thread, K in steps of 16 -- 2 shared-memory loads per FMA, but 64 times as many blocks as
+// gemm_batched. The launcher takes it when a 128 x 128 tiling would leave SMs idle: the step's
+// projections have M = B rows (64 at the benchmark's shape), and W_O [64 x 16384] x [16384 x 5120]
+// as 128 x 128 tiles is 40 blocks for 132 SMs, each running all of K = 16384 (on an H200 the
+// 128-tile-only version made flash_mla's full step 7 ms slower, 35.5 -> 42.6 ms).
+__global__ void gemm_small(Gemm g) {
+  constexpr int S = kGemmSmallTile;
+  __shared__ float As[S][S + 1];  // As[m][k]; +1: no bank conflicts on the transposed read of Bs
+  __shared__ float Bs[S][S + 1];  // Bs[n][k]
+  const int64_t z = blockIdx.z, o = z / g.inner, i = z % g.inner;
+  int64_t M = g.M, N = g.N, K = g.K;
+  if (g.lens != nullptr) {
+    const int64_t len = g.lens[o];
+    if (g.lens_on_m) M = M < len ? M : len;
+    if (g.lens_on_n) N = N < len ? N : len;
+    if (g.lens_on_k) K = K < len ? K : len;
+  }
+  const int64_t m0 = (int64_t)blockIdx.y * S, n0 = (int64_t)blockIdx.x * S;
+  if (m0 >= M || n0 >= N) return;  // the whole block leaves together, before any barrier
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const float* A = g.A + o * g.a_o + i * g.a_i;
+  const float* B = g.B + o * g.b_o + i * g.b_i;
+  float acc = 0.0f;
+  for (int64_t k0 = 0; k0 < K; k0 += S) {
+    const int64_t k = k0 + tx;
+    As[ty][tx] = (m0 + ty < M && k < K) ? A[(m0 + ty) * g.a_m + k * g.a_k] : 0.0f;
+    Bs[ty][tx] = (n0 + ty < N && k < K) ? B[(n0 + ty) * g.b_n + k * g.b_k] : 0.0f;
+    __syncthreads();  // both tiles complete before anyone multiplies them
+    for (int kk = 0; kk < S; ++kk) acc += As[ty][kk] * Bs[tx][kk];
+    __syncthreads();  // everyone is done with the tiles before the next step overwrites them
+  }
+  const int64_t m = m0 + ty, n = n0 + tx;
+  if (m < M && n < N) {
+    float* c = g.C + o * g.c_o + i * g.c_i + m * g.c_m + n * g.c_n;
+    if (g.accumulate)
+      *c += g.alpha * acc;
+    else
+      *c = g.alpha * acc;
+  }
+}
+
 // gemm_batched: C_z = alpha A_z B_z^T (or += with accumulate) for the z = blockIdx.z of the batch, a
 // T x T = 128 x 128 output tile per block of 256 threads, K in steps of kGemmK = 8 through shared memory.
 // Register tiling: each thread computes an 8 x 8 block of the tile (rows 8 tr.., columns 8 tc..), so per
@@ -206,8 +248,14 @@ unsigned grid_for(int64_t n, int threads) {
 namespace detail {
 
 void launch_gemm(const Gemm& g) {
-  const dim3 grid((unsigned)((g.N + T - 1) / T), (unsigned)((g.M + T - 1) / T), (unsigned)g.batch);
-  simt::launch(gemm_batched, grid, dim3(kGemmThreads), 0, g);
+  if (gemm_tile(g) == T) {
+    const dim3 grid((unsigned)((g.N + T - 1) / T), (unsigned)((g.M + T - 1) / T), (unsigned)g.batch);
+    simt::launch(gemm_batched, grid, dim3(kGemmThreads), 0, g);
+  } else {
+    constexpr int S = kGemmSmallTile;
+    const dim3 grid((unsigned)((g.N + S - 1) / S), (unsigned)((g.M + S - 1) / S), (unsigned)g.batch);
+    simt::launch(gemm_small, grid, dim3(S, S), 0, g);
+  }
 }
 void launch_rms_norm(float* x, const float* gain, int64_t rows, int64_t n, int64_t ld, float eps) {
   simt::launch(rms_norm_rows, dim3((unsigned)rows), dim3(kRowThreads), 0, x, gain, n, ld, eps);

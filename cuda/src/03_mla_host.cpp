@@ -134,7 +134,10 @@ void gemm(const Gemm& g) {
           "cuda::mla::gemm: batch = {}, inner = {} violate batch >= 1, inner >= 1, batch % inner == 0", g.batch,
           g.inner);
   require(g.batch <= 65535, "cuda::mla::gemm: batch = {} violates batch <= 65535 (grid.z)", g.batch);
-  require((g.M + kGemmTile - 1) / kGemmTile <= 65535, "cuda::mla::gemm: M = {} violates M <= {} * 65535", g.M, kGemmTile);
+  require(g.tile == 0 || g.tile == kGemmTile || g.tile == kGemmSmallTile,
+          "cuda::mla::gemm: tile = {} violates tile in {{0, {}, {}}}", g.tile, kGemmSmallTile, kGemmTile);
+  require((g.M + gemm_tile(g) - 1) / gemm_tile(g) <= 65535, "cuda::mla::gemm: M = {} violates M <= {} * 65535",
+          g.M, gemm_tile(g));
   require(g.M * g.N == 0 || (g.A && g.B && g.C), "cuda::mla::gemm: null A, B or C with M x N = {} x {}", g.M, g.N);
   if (g.M * g.N > 0) detail::launch_gemm(g);
 }

@@ -28,6 +28,7 @@ struct Gemm {
   bool accumulate = false;
   const int64_t* lens = nullptr;
   bool lens_on_m = false, lens_on_n = false, lens_on_k = false;
+  int tile = 0;  // 0: chosen by gemm_tile(); kGemmTile or kGemmSmallTile forces that kernel (the tests run both)
 };
 
 inline constexpr int kGemmTile = 128;         // the GEMM's output tile (kGemmTile x kGemmTile per block)
@@ -35,6 +36,16 @@ inline constexpr int kGemmK = 8;              // its K step through shared memor
 inline constexpr int kGemmRegs = 8;           // outputs per thread along each side (an 8 x 8 register tile)
 inline constexpr int kGemmThreads = (kGemmTile / kGemmRegs) * (kGemmTile / kGemmRegs);  // 256
 static_assert(kGemmTile * kGemmK % kGemmThreads == 0, "gemm_batched: each thread copies whole elements of a tile");
+inline constexpr int kGemmSmallTile = 16;     // gemm_small: 16 x 16 outputs per block, one per thread
+// gemm_batched's 128 x 128 tiles when they give every SM of an H100/H200 (132) at least one block,
+// else gemm_small's 16 x 16 (64 times the blocks): small-M projections with long K are latency-bound
+// on a handful of SMs otherwise.
+inline constexpr int64_t kGemmWideMinBlocks = 132;
+inline int gemm_tile(const Gemm& g) {
+  if (g.tile != 0) return g.tile;
+  const int64_t blocks = ((g.M + kGemmTile - 1) / kGemmTile) * ((g.N + kGemmTile - 1) / kGemmTile) * g.batch;
+  return blocks >= kGemmWideMinBlocks ? kGemmTile : kGemmSmallTile;
+}
 inline constexpr int kFlashTileTokens = 8;    // cache rows per shared-memory tile (divides the page of 64)
 inline constexpr int kFlashHeads = 4;         // heads per flash_mla block (the head group)
 inline constexpr int kFlashThreads = 128;
