@@ -26,6 +26,16 @@ namespace {
 constexpr int T = kGemmTile;
 constexpr int kRowThreads = 128;  // rms_norm, scale_softmax: threads per row
 
+// The sizes of batch entry z = (o, i): g.M, g.N, g.K, each clipped to sequence o's length where
+// g.lens_on_* says so (the scores of a sequence shorter than Lmax, its a.c sum over its own keys).
+__device__ __forceinline__ void clip_to_length(const Gemm& g, int64_t o, int64_t& M, int64_t& N, int64_t& K) {
+  if (g.lens == nullptr) return;
+  const int64_t len = g.lens[o];
+  if (g.lens_on_m) M = M < len ? M : len;
+  if (g.lens_on_n) N = N < len ? N : len;
+  if (g.lens_on_k) K = K < len ? K : len;
+}
+
 // gemm_small: the same product with one 16 x 16 output tile per block of 16 x 16 threads, one output
 // per thread, K in steps of 16 -- 2 shared-memory loads per FMA, but 64 times as many blocks as
 // gemm_batched. The launcher takes it when a 128 x 128 tiling would leave SMs idle: the step's
@@ -38,12 +48,7 @@ __global__ void gemm_small(Gemm g) {
   __shared__ float Bs[S][S + 1];  // Bs[n][k]
   const int64_t z = blockIdx.z, o = z / g.inner, i = z % g.inner;
   int64_t M = g.M, N = g.N, K = g.K;
-  if (g.lens != nullptr) {
-    const int64_t len = g.lens[o];
-    if (g.lens_on_m) M = M < len ? M : len;
-    if (g.lens_on_n) N = N < len ? N : len;
-    if (g.lens_on_k) K = K < len ? K : len;
-  }
+  clip_to_length(g, o, M, N, K);
   const int64_t m0 = (int64_t)blockIdx.y * S, n0 = (int64_t)blockIdx.x * S;
   if (m0 >= M || n0 >= N) return;  // the whole block leaves together, before any barrier
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -87,12 +92,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g) {
   __shared__ __align__(16) float Bs[KT][T + PAD];  // Bs[k][n]
   const int64_t z = blockIdx.z, o = z / g.inner, i = z % g.inner;
   int64_t M = g.M, N = g.N, K = g.K;
-  if (g.lens != nullptr) {
-    const int64_t len = g.lens[o];
-    if (g.lens_on_m) M = M < len ? M : len;
-    if (g.lens_on_n) N = N < len ? N : len;
-    if (g.lens_on_k) K = K < len ? K : len;
-  }
+  clip_to_length(g, o, M, N, K);
   const int64_t m0 = (int64_t)blockIdx.y * T, n0 = (int64_t)blockIdx.x * T;
   if (m0 >= M || n0 >= N) return;  // the whole block leaves together, before any barrier
   const int t = threadIdx.x, tr = t / (T / TN), tc = t % (T / TN);
