@@ -1,0 +1,8 @@
+# Host C++ never chooses device or host memory by __CUDACC__: g++ never defines it in the native GPU build,
+# and under SIMT device memory is host memory, so no test on a CPU can tell (test_host_code.py; the
+# self-test plants the fault in a scratch copy and requires it to be reported).
+if(NOT LADDER_LAB)
+  add_test(NAME lint.host_code COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_host_code.py)
+  add_test(NAME lint.host_code.selftest COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_host_code.py --selftest)
+  set_tests_properties(lint.host_code lint.host_code.selftest PROPERTIES LABELS unit)
+endif()
