@@ -9,8 +9,9 @@
 //
 // The rungs of ladder/mla.hpp are sequences of launches (cuda/src/03_mla_host.cpp strings them
 // together); every matrix product of every rung -- projections, W_UK / W_UV absorption, q.k scores,
-// a.V and a.c sums, AM's precomputed products -- is one launch of gemm_batched (a 128 x 128 output
-// tile per block, 8 x 8 outputs per thread, K in steps of 8 through shared memory). Around it: RMSNorm (block per row), RoPE from a
+// a.V and a.c sums, AM's precomputed products -- is one GEMM launch: gemm_batched (a 128 x 128 output
+// tile per block, 8 x 8 outputs per thread, K in steps of 8 through shared memory), or gemm_small (16 x 16,
+// one output per thread) for products too small to give every SM a 128 x 128 tile. Around it: RMSNorm (block per row), RoPE from a
 // host-computed cos/sin table, the scale + safe softmax per score row (notes Alg. 2 with block
 // reductions), and the copies the notes' rungs make (the q concatenation, CD's k_pe per head, A_CC's
 // key_states). Compiled by nvcc for sm_80/sm_90 and by g++ through cuda/simt, where the tests run it in
@@ -77,10 +78,10 @@ __global__ void gemm_small(Gemm g) {
 // T x T = 128 x 128 output tile per block of 256 threads, K in steps of kGemmK = 8 through shared memory.
 // Register tiling: each thread computes an 8 x 8 block of the tile (rows 8 tr.., columns 8 tc..), so per
 // step of k it loads 8 values of A and 8 of B from shared memory for 64 FMAs -- 0.25 loads per FMA,
-// where one output per thread (the 16 x 16 tile this kernel had) needs 2: on an H200 that kernel ran a
-// 4096^3 product at 6.3 TFLOP/s, 7.9x cuBLAS's time, bound by shared-memory loads (ncu on an H100: the
-// memory pipeline 95% busy). The tiles are stored k-major (As[k][m], Bs[k][n]) so a thread's 8 values
-// are contiguous (vector loads) and a warp's 32 threads read 2 rows of As (broadcast) and 16 different
+// where one output per thread (gemm_small, this kernel's only form until 2026-11) needs 2: on an H200
+// that form ran a 4096^3 product at 6.3 TFLOP/s, 7.9x cuBLAS's time; this one 16.1 TFLOP/s, 3.1x. The
+// tiles are stored k-major (As[k][m], Bs[k][n]) so a thread's 8 values are contiguous (vectorisable
+// loads) and a warp's 32 threads read 2 rows of As (broadcast) and 16 different
 // 32-byte pieces of Bs. Global loads follow whichever index is contiguous in memory (k when a_k == 1,
 // else m; likewise for B), so both the q.c^T (k contiguous) and the a.c (n contiguous) products
 // coalesce; padding each tile row by 4 floats keeps the k-major stores free of bank conflicts.
