@@ -53,6 +53,60 @@ const Case& ragged() {
   return c;
 }
 
+// 35 heads (a full group of kFlashHeads = 32 and one of 3), kv_lora 300 (both column quads of
+// flash_split's o, the second partly) and D = 308 (not a multiple of the 32-dim score chunk);
+// L = 1, 64, 65, 200: at one page per split the short sequences' later splits start past L_b, and
+// the last tiles hold 1 and 8 rows. Shuffled pages, NaN past L and in two spare pages.
+const Case& wide() {
+  static const Case c = [] {
+    Case r;
+    ref::Config cfg = ref::tiny_config();
+    cfg.n_heads = 35;
+    cfg.kv_lora_rank = 300;
+    r.W = ref::random_weights(cfg, 23);
+    r.in = ref::make_inputs(r.W, ref::InputSpec{{1, 64, 65, 200}, 24, true, 2, true});
+    r.oracle = ref::golden_oracle(r.W, r.in);
+    r.base = ref::run(ref::reference_rung<float>(ref::Variant::CD), r.W, r.in.cache, r.in.step);
+    return r;
+  }();
+  return c;
+}
+
+// cuda::mla::flash_mla on case c at each split size (pages per split) against the oracle.
+void check_flash_splits(const Case& c, std::initializer_list<int64_t> splits) {
+  const ref::Config& cfg = c.W.cfg;
+  const ref::Prepared<float> p = ref::prepare_flash(c.W, c.in.cache);
+  const int64_t B = p.batch(), H = cfg.n_heads;
+  std::vector<float> rope(static_cast<size_t>(B * cfg.qk_rope));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < cfg.qk_rope / 2; ++i) {
+      const double a = double(c.in.step.q_pos[b]) * std::pow(cfg.rope_theta, -2.0 * double(i) / double(cfg.qk_rope));
+      rope[size_t(b * cfg.qk_rope + i)] = float(std::cos(a));
+      rope[size_t(b * cfg.qk_rope + cfg.qk_rope / 2 + i)] = float(std::sin(a));
+    }
+  cuda::DeviceBuffer<float> W_DQ(c.W.W_DQ.data(), size_t(c.W.W_DQ.size())), qn(c.W.q_norm.data(), size_t(c.W.q_norm.size())),
+      W_UQ(c.W.W_UQ.data(), size_t(c.W.W_UQ.size())), W_QR(c.W.W_QR.data(), size_t(c.W.W_QR.size())),
+      kv_b(c.W.kv_b.data(), size_t(c.W.kv_b.size())), W_O(c.W.W_O.data(), size_t(c.W.W_O.size()));
+  cuda::mla::Weights W{cfg, W_DQ.data(), qn.data(), W_UQ.data(), W_QR.data(), kv_b.data(), W_O.data()};
+  cuda::DeviceBuffer<float> h(c.in.step.h.data(), size_t(c.in.step.h.size())), cs(rope), blocks(p.paged.blocks.data);
+  cuda::DeviceBuffer<int64_t> seqlens(p.seqlens);
+  cuda::DeviceBuffer<int32_t> table(p.paged.block_table.data);
+  for (int64_t split : splits) {
+    CAPTURE(split);
+    cuda::DeviceBuffer<float> u(size_t(B * cfg.hidden)), lse(size_t(B * H));
+    cuda::mla::flash_mla(W, {B, p.max_len(), h.data(), cs.data(), seqlens.data()}, blocks.data(),
+                         p.paged.blocks.shape[0], table.data(), p.paged.block_table.shape[1], split,
+                         {u.data(), nullptr, nullptr, lse.data()});
+    cuda::sync();
+    ref::Output<float> o;
+    o.u = Mat<float>(B, cfg.hidden);
+    u.copy_to_host(o.u.data(), u.size());
+    o.lse = Array<float>({B, H});
+    lse.copy_to_host(o.lse.data.data(), lse.size());
+    CHECK(test::check_output("flash_mla", o, c.oracle, c.base, c.in.cache.seqlens));
+  }
+}
+
 ref::Output<float> run(const Rung& r, const Case& c) {
   coverage.mark(r);
   return ref::run(r.fn<ref::RungFns>().f32, c.W, c.in.cache, c.in.step);
@@ -77,38 +131,13 @@ TEST_CASE("every CUDA rung vs the fp64 oracle: u, scores, attn, lse (ragged batc
 }
 
 TEST_CASE("flash_mla kernel: split-KV partials merged by the combine kernel, 1 and 2 pages per split") {
-  const Case& c = ragged();
-  const ref::Config& cfg = c.W.cfg;
-  const ref::Prepared<float> p = ref::prepare_flash(c.W, c.in.cache);
-  const int64_t B = p.batch(), H = cfg.n_heads;
-  std::vector<float> rope(static_cast<size_t>(B * cfg.qk_rope));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < cfg.qk_rope / 2; ++i) {
-      const double a = double(c.in.step.q_pos[b]) * std::pow(cfg.rope_theta, -2.0 * double(i) / double(cfg.qk_rope));
-      rope[size_t(b * cfg.qk_rope + i)] = float(std::cos(a));
-      rope[size_t(b * cfg.qk_rope + cfg.qk_rope / 2 + i)] = float(std::sin(a));
-    }
-  cuda::DeviceBuffer<float> W_DQ(c.W.W_DQ.data(), size_t(c.W.W_DQ.size())), qn(c.W.q_norm.data(), size_t(c.W.q_norm.size())),
-      W_UQ(c.W.W_UQ.data(), size_t(c.W.W_UQ.size())), W_QR(c.W.W_QR.data(), size_t(c.W.W_QR.size())),
-      kv_b(c.W.kv_b.data(), size_t(c.W.kv_b.size())), W_O(c.W.W_O.data(), size_t(c.W.W_O.size()));
-  cuda::mla::Weights W{cfg, W_DQ.data(), qn.data(), W_UQ.data(), W_QR.data(), kv_b.data(), W_O.data()};
-  cuda::DeviceBuffer<float> h(c.in.step.h.data(), size_t(c.in.step.h.size())), cs(rope), blocks(p.paged.blocks.data);
-  cuda::DeviceBuffer<int64_t> seqlens(p.seqlens);
-  cuda::DeviceBuffer<int32_t> table(p.paged.block_table.data);
-  for (int64_t split : {1, 2}) {
-    CAPTURE(split);
-    cuda::DeviceBuffer<float> u(size_t(B * cfg.hidden)), lse(size_t(B * H));
-    cuda::mla::flash_mla(W, {B, p.max_len(), h.data(), cs.data(), seqlens.data()}, blocks.data(),
-                         p.paged.blocks.shape[0], table.data(), p.paged.block_table.shape[1], split,
-                         {u.data(), nullptr, nullptr, lse.data()});
-    cuda::sync();
-    ref::Output<float> o;
-    o.u = Mat<float>(B, cfg.hidden);
-    u.copy_to_host(o.u.data(), u.size());
-    o.lse = Array<float>({B, H});
-    lse.copy_to_host(o.lse.data.data(), lse.size());
-    CHECK(test::check_output("flash_mla", o, c.oracle, c.base, c.in.cache.seqlens));
-  }
+  check_flash_splits(ragged(), {1, 2});
+}
+
+TEST_CASE("flash_mla kernel: 35 heads (head groups of 32 and 3), kv_lora 300, splits past L_b") {
+  check_flash_splits(wide(), {1, 3});
+  const Rung& r = registry().find(kStage, "cuda", "flash_mla");  // the registry's 4 pages per split
+  CHECK(test::check_output(r.key(), run(r, wide()), wide().oracle, wide().base, wide().in.cache.seqlens));
 }
 
 TEST_CASE("the GEMM kernel vs Eigen: awkward M, N, K; batched with an inner index; lens; accumulate; A B form") {
@@ -201,9 +230,12 @@ TEST_CASE("bad sizes raise ladder::Error naming the parameter") {
                        doctest::Contains("kv_lora_rank = 1000 violates"), Error);
 }
 
-TEST_CASE("flash_split's score step reads the cache tile and q without bank conflicts (flash_row_stride)") {
-  // Warp g of the score step: lane l adds dims part + 4 i (part = l % 4) of token t = l / 4 and head g;
-  // word t ld + part + 4 i of the tile, g ld + part + 4 i of q; word a is in bank a mod 32.
+TEST_CASE("flash_split's shared-memory accesses: one wavefront per warp access, except the partial-score store") {
+  // The thread maps of cuda/src/03_mla_flash.cu (tid = 32 warp + lane); word a is in bank a mod 32. A
+  // warp access is one wavefront when no bank holds two different words (a 128-bit load of <= 32
+  // distinct words, broadcast lanes counted once); `ways` is the most different words in one bank.
+  using namespace cuda::mla;
+  constexpr int LQ = kFlashQStride, LK = kFlashKStride;
   const auto ways = [](const std::vector<int64_t>& words) {
     std::vector<std::vector<int64_t>> bank(32);
     for (int64_t w : words)
@@ -212,23 +244,55 @@ TEST_CASE("flash_split's score step reads the cache tile and q without bank conf
     for (const auto& b : bank) n = std::max(n, b.size());
     return (int)n;
   };
-  static_assert(cuda::mla::kFlashDotThreads * cuda::mla::kFlashTileTokens == 32, "one head's scores: one warp");
-  for (int64_t D : {576, 72, 100, 33}) {
-    const int64_t ld = cuda::mla::flash_row_stride(D);
-    CHECK(ld >= D);
-    for (int64_t i = 0; 4 * i + 3 < D; ++i) {
-      std::vector<int64_t> tile, q, unpadded;
-      for (int l = 0; l < 32; ++l) {
-        tile.push_back(l / 4 * ld + l % 4 + 4 * i);
-        q.push_back(l % 4 + 4 * i);
-        unpadded.push_back(l / 4 * D + l % 4 + 4 * i);
+  const auto quad = [](std::vector<int64_t>& words, int64_t a) {  // the 4 words of a 128-bit load at a
+    CHECK(a % 4 == 0);
+    for (int64_t i = 0; i < 4; ++i) words.push_back(a + i);
+  };
+  for (int warp = 0; warp < kFlashThreads / 32; ++warp) {
+    CAPTURE(warp);
+    std::vector<int64_t> kstore, qstore, unpadded, partial, soft;
+    std::vector<std::vector<int64_t>> qread(kFlashK), kread(kFlashK), pread(2), vread(2);
+    for (int lane = 0; lane < 32; ++lane) {
+      const int tid = 32 * warp + lane;
+      // chunk copies: dim lk of rows lr + 8 l (l > 0 shifts every lane's bank by 8 l alike)
+      const int lk = (tid & 7) + 8 * ((tid >> 5) & 3), lr = ((tid >> 3) & 3) + 4 * (tid >> 7);
+      kstore.push_back(lk * LK + lr);
+      qstore.push_back(lk * LQ + lr);
+      unpadded.push_back(lk * kFlashTileTokens + lr);  // Ks without its 4 floats of row padding
+      // scores: 128-bit loads of q (heads 4 sr..) and of the tile (tokens 4 sc..) at every dim kk
+      const int sr = lane / 8 + 4 * (warp % 2), sc = lane % 8 + 8 * (warp / 2 % 2);
+      for (int kk = 0; kk < kFlashK; ++kk) {
+        quad(qread[size_t(kk)], kk * LQ + 4 * sr);
+        quad(kread[size_t(kk)], kk * LK + 4 * sc);
       }
-      CHECK(ways(tile) == 1);
-      CHECK(ways(q) == 1);
-      if (D == 576) CHECK(ways(unpadded) == 8);  // ld = D = 0 mod 32: the 8 tokens in one bank
+      partial.push_back((4 * sc) * LQ + 4 * sr);  // element (head 0, token 0) of the 4 x 4; the others alike
+      soft.push_back((tid % 8) * LQ + tid / 8);   // softmax: token sp + 8 i of head sg, i = 0
+      // o += P V: P of heads 8 tr.. (two 128-bit loads), V columns 4 tc.. and 256 + 4 tc.. of a row
+      const int tr = lane / 8, tc = warp * 8 + lane % 8;
+      quad(pread[0], 8 * tr);
+      quad(pread[1], 8 * tr + 4);
+      quad(vread[0], 4 * tc);
+      quad(vread[1], 256 + 4 * tc);
     }
+    CHECK(ways(kstore) == 1);
+    CHECK(ways(qstore) == 1);
+    CHECK(ways(unpadded) == 8);  // stride 64 = 0 mod 32: a token's 8 dims in one bank
+    for (int kk = 0; kk < kFlashK; ++kk) {
+      CHECK(ways(qread[size_t(kk)]) == 1);
+      CHECK(ways(kread[size_t(kk)]) == 1);
+    }
+    CHECK(ways(soft) == 1);
+    for (int i = 0; i < 2; ++i) {
+      CHECK(ways(pread[size_t(i)]) == 1);  // any row t: t (G + 4) is a multiple of 4
+      CHECK(ways(vread[size_t(i)]) == 1);  // any row t: t ldv is a multiple of 4
+    }
+    CHECK(ways(partial) == 4);  // 4-way, but 16 stores per thread per tile against 2 x 16 x 18 loads
   }
-  CHECK(cuda::mla::flash_split_smem_bytes(576) == 28016);  // 8 blocks of 4 warps per H100 SM (228 KiB)
+  CHECK(flash_v_stride(512) == 512);
+  CHECK(flash_v_stride(300) == 300);
+  CHECK(flash_v_stride(301) == 304);
+  CHECK(flash_split_smem_bytes(512) == 42240);  // < 48 KiB: no opt-in; 5 blocks per H100 SM by shared memory
+  CHECK(flash_split_smem_bytes(36) == 4 * (2 * kFlashK * (LK + LQ) + kFlashTileTokens * LQ + 2 * kFlashHeads));
 }
 
 TEST_CASE("every registered CUDA rung of stage 03 was exercised") {

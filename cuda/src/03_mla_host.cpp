@@ -253,17 +253,24 @@ void flash_mla(const Weights& W, const Step& s, const float* blocks, int64_t num
   require(split_blocks >= 1, "cuda::mla::flash_mla: split_blocks = {} violates split_blocks >= 1", split_blocks);
   const Config& c = W.cfg;
   const int64_t H = c.n_heads, R = c.kv_lora_rank, D = c.kv_dim();
-  require(R <= 4 * kFlashThreads, "cuda::mla::flash_mla: kv_lora_rank = {} violates <= {} (4 columns per thread)", R,
-          4 * kFlashThreads);
-  const int64_t smem = flash_split_smem_bytes(D);
-  require(smem <= 48 * 1024, "cuda::mla::flash_mla: kv_lora + rope = {} needs {} bytes of shared memory, > 48 KiB", D,
+  require(R <= kFlashMaxR,
+          "cuda::mla::flash_mla: kv_lora_rank = {} violates kv_lora_rank <= {} (flash_split keeps o [{} heads, {}] in "
+          "registers)",
+          R, kFlashMaxR, kFlashHeads, kFlashMaxR);
+  require(D < (int64_t{1} << 25), "cuda::mla::flash_mla: kv_lora_rank + qk_rope = {} violates < 2^25 (flash_split's "
+          "32-bit offsets within a 64-row page)", D);
+  const int64_t smem = flash_split_smem_bytes(R);
+  require(smem <= 48 * 1024, "cuda::mla::flash_mla: kv_lora_rank = {} needs {} bytes of shared memory, > 48 KiB", R,
           smem);
   require(max_blocks * 64 >= s.Lmax, "cuda::mla::flash_mla: max_blocks = {} cannot hold Lmax = {}", max_blocks, s.Lmax);
+  const int64_t max_splits = ((s.Lmax + 63) / 64 + split_blocks - 1) / split_blocks;
+  require(max_splits <= 65535, "cuda::mla::flash_mla: split_blocks = {} gives {} splits of Lmax = {}, > 65535 (grid.y)",
+          split_blocks, max_splits, s.Lmax);
+  require(s.B <= 65535, "cuda::mla::flash_mla: B = {} violates B <= 65535 (grid.z)", s.B);
   const Query q = query(W, s, true);
   const Buf q_abs = absorb_query(W, q.q_nope.data(), s.B);
   Buf Q(size_t(s.B * H * D));  // FlashMLA's q: [q_abs | q^R] per head
   detail::launch_concat_heads(q_abs.data(), R, q.q_pe.data(), c.qk_rope, Q.data(), s.B * H);
-  const int64_t max_splits = ((s.Lmax + 63) / 64 + split_blocks - 1) / split_blocks;
   Buf o_parts(size_t(max_splits * s.B * H * R)), lse_parts(size_t(max_splits * s.B * H)), o_lat(size_t(s.B * H * R));
   detail::launch_flash_split(Q.data(), blocks, block_table, max_blocks, s.seqlens, s.B, H, R, D, split_blocks,
                              max_splits, static_cast<float>(c.scale()), o_parts.data(), lse_parts.data());

@@ -46,19 +46,38 @@ inline int gemm_tile(const Gemm& g) {
   const int64_t blocks = ((g.M + kGemmTile - 1) / kGemmTile) * ((g.N + kGemmTile - 1) / kGemmTile) * g.batch;
   return blocks >= kGemmWideMinBlocks ? kGemmTile : kGemmSmallTile;
 }
-inline constexpr int kFlashTileTokens = 8;    // cache rows per shared-memory tile (divides the page of 64)
-inline constexpr int kFlashHeads = 4;         // heads per flash_mla block (the head group)
-inline constexpr int kFlashThreads = 128;
-inline constexpr int kFlashDotThreads = kFlashThreads / (kFlashHeads * kFlashTileTokens);  // lanes per score
-static_assert(kFlashDotThreads == 4, "flash_split: each (head, token) score is 4 lanes' partial dot products");
+// flash_split (cuda/src/03_mla_flash.cu, whose header comment derives these): a block of kFlashThreads
+// threads per (head group of kFlashHeads heads, split, sequence); tiles of one 64-token page; the score
+// tile S [G, T] = Q_g tile^T takes D in chunks of kFlashK dims through shared memory, each thread a
+// 4 x 4 sub-tile of S over half of every chunk; o [G, kv_lora] stays in registers, 8 heads x 8 columns
+// per thread, updated from V rows kFlashVTokens at a time.
+inline constexpr int kFlashHeads = 32;        // heads per flash_split block (the head group G)
+inline constexpr int kFlashTileTokens = 64;   // cache rows per tile: one page, so a tile never crosses one
+inline constexpr int kFlashThreads = 256;
+inline constexpr int kFlashK = 32;            // dims of q and of the tile per shared-memory chunk (scores)
+inline constexpr int kFlashVTokens = 8;       // V rows per shared-memory chunk (o += P V)
+inline constexpr int kFlashMaxR = 512;        // kv_lora_rank limit: o [G, 512] is 64 registers per thread
+inline constexpr int kFlashQStride = kFlashHeads + 4;       // Qs [kFlashK][G + 4], k-major; also P [T][G + 4]
+inline constexpr int kFlashKStride = kFlashTileTokens + 4;  // Ks [kFlashK][T + 4], k-major
+static_assert(kFlashTileTokens == 64 && kFlashThreads == 256 && kFlashHeads == 32 && kFlashK == 32,
+              "flash_split's thread maps (4 x 4 scores over two k halves, 8 x 8 of o) assume these");
+static_assert(kFlashMaxR == 2 * 4 * (kFlashThreads / 4) && kFlashTileTokens % kFlashVTokens == 0,
+              "flash_split: a thread's columns of o are two quads, 4 tc and 256 + 4 tc (tc < 64)");
 
-// Row stride (floats) of flash_split's shared q and cache tile: D rounded up to 4 mod 32, so the score
-// step's 32 lanes (8 tokens x 4 partial sums) read 32 different banks (cuda/src/03_mla_flash.cu).
-inline constexpr int64_t flash_row_stride(int64_t D) { return D + ((4 - D % 32) + 32) % 32; }
-// flash_split's dynamic shared memory: q [G, ld], tile [T, ld], P [G, T], m, l, alpha [G].
-inline constexpr int64_t flash_split_smem_bytes(int64_t D) {
-  return 4 * ((kFlashHeads + kFlashTileTokens) * flash_row_stride(D) + kFlashHeads * kFlashTileTokens +
-              3 * kFlashHeads);
+// Row stride (floats) of flash_split's shared V chunk: kv_lora rounded up to 4, so rows start 16-byte aligned.
+inline constexpr int64_t flash_v_stride(int64_t R) { return (R + 3) / 4 * 4; }
+// The region the phases of a tile take in turn (floats): two score chunks (Ks, Qs), or two V chunks,
+// or V chunk 0 plus the partial scores S0 [T][G + 4] of the first k half in V chunk 1's place.
+inline constexpr int64_t flash_union_floats(int64_t R) {
+  const int64_t score = 2 * int64_t{kFlashK} * (kFlashKStride + kFlashQStride);
+  const int64_t v = 2 * kFlashVTokens * flash_v_stride(R);
+  const int64_t v_s0 = kFlashVTokens * flash_v_stride(R) + int64_t{kFlashTileTokens} * kFlashQStride;
+  return score > v ? (score > v_s0 ? score : v_s0) : (v > v_s0 ? v : v_s0);
+}
+// flash_split's dynamic shared memory: the union above, P [T][G + 4], alpha and l [G]. 42,240 bytes
+// at kv_lora = 512 (any D: the score step streams D), so the launch needs no opt-in beyond 48 KiB.
+inline constexpr int64_t flash_split_smem_bytes(int64_t R) {
+  return 4 * (flash_union_floats(R) + int64_t{kFlashTileTokens} * kFlashQStride + 2 * kFlashHeads);
 }
 
 // The launches behind ladder/cuda/mla.hpp; scratch is allocated by the caller (cuda/src/03_mla_host.cpp).
