@@ -9,13 +9,17 @@
 //
 // The rungs of ladder/mla.hpp are sequences of launches (cuda/src/03_mla_host.cpp strings them
 // together); every matrix product of every rung -- projections, W_UK / W_UV absorption, q.k scores,
-// a.V and a.c sums, AM's precomputed products -- is one GEMM launch: gemm_batched (a 128 x 128 output
-// tile per block, 8 x 8 outputs per thread, K in steps of 8 through shared memory), or gemm_small (16 x 16,
-// one output per thread) for products too small to give every SM a 128 x 128 tile. Around it: RMSNorm (block per row), RoPE from a
-// host-computed cos/sin table, the scale + safe softmax per score row (notes Alg. 2 with block
-// reductions), and the copies the notes' rungs make (the q concatenation, CD's k_pe per head, A_CC's
-// key_states). Compiled by nvcc for sm_80/sm_90 and by g++ through cuda/simt, where the tests run it in
-// three schedules and under TSan; this file includes no fmt (nvcc 13 cannot compile it).
+// a.V and a.c sums, AM's precomputed products -- is one GEMM: gemm_batched (a 128 x 128 output tile
+// per block, 8 x 8 outputs per thread, K in steps of 8 through shared memory); for products whose
+// 128 x 128 tiles are too few to give every SM a block but whose K is long (the step's projections,
+// M = B rows), the same kernel split-K -- each block one slice of K into a partial tile, then
+// gemm_split_sum adds the slices in a fixed order, no atomics; else gemm_small (16 x 16, one output per
+// thread). The choice depends on the shapes only (gemm_tile, gemm_split in mla_kernels.hpp). Around
+// it: RMSNorm (block per row), RoPE from a host-computed cos/sin table, the scale + safe softmax per
+// score row (notes Alg. 2 with block reductions), and the copies the notes' rungs make (the q
+// concatenation, CD's k_pe per head, A_CC's key_states). Compiled by nvcc for sm_80/sm_90 and by g++
+// through cuda/simt, where the tests run it in three schedules and under TSan; this file includes no
+// fmt (nvcc 13 cannot compile it).
 #include <math.h>
 
 #include "ladder/cuda/mla_kernels.hpp"
@@ -39,10 +43,12 @@ __device__ __forceinline__ void clip_to_length(const Gemm& g, int64_t o, int64_t
 
 // gemm_small: the same product with one 16 x 16 output tile per block of 16 x 16 threads, one output
 // per thread, K in steps of 16 -- 2 shared-memory loads per FMA, but 64 times as many blocks as
-// gemm_batched. The launcher takes it when a 128 x 128 tiling would leave SMs idle: the step's
+// gemm_batched. It was the launcher's choice whenever a 128 x 128 tiling left SMs idle: the step's
 // projections have M = B rows (64 at the benchmark's shape), and W_O [64 x 16384] x [16384 x 5120]
 // as 128 x 128 tiles is 40 blocks for 132 SMs, each running all of K = 16384 (on an H200 the
-// 128-tile-only version made flash_mla's full step 7 ms slower, 35.5 -> 42.6 ms).
+// 128-tile-only version made flash_mla's full step 7 ms slower, 35.5 -> 42.6 ms). Those products now
+// take gemm_batched split-K (below); this kernel keeps the ones whose K is too short to split
+// (K < 2 x kGemmSplitMinK, or too few tiles x slices to busy half the SMs).
 __global__ void gemm_small(Gemm g) {
   constexpr int S = kGemmSmallTile;
   __shared__ float As[S][S + 1];  // As[m][k]; +1: no bank conflicts on the transposed read of Bs
@@ -74,8 +80,9 @@ __global__ void gemm_small(Gemm g) {
   }
 }
 
-// gemm_batched: C_z = alpha A_z B_z^T (or += with accumulate) for the z = blockIdx.z of the batch, a
-// T x T = 128 x 128 output tile per block of 256 threads, K in steps of kGemmK = 8 through shared memory.
+// gemm_batched<false>: C_z = alpha A_z B_z^T (or += with accumulate) for the z = blockIdx.z of the
+// batch, a T x T = 128 x 128 output tile per block of 256 threads, K in steps of kGemmK = 8 through
+// shared memory.
 // Register tiling: each thread computes an 8 x 8 block of the tile (rows 8 tr.., columns 8 tc..), so per
 // step of k it loads 8 values of A and 8 of B from shared memory for 64 FMAs -- 0.25 loads per FMA,
 // where one output per thread (gemm_small, this kernel's only form until 2026-11) needs 2: on an H200
@@ -86,12 +93,22 @@ __global__ void gemm_small(Gemm g) {
 // else m; likewise for B), so both the q.c^T (k contiguous) and the a.c (n contiguous) products
 // coalesce; padding each tile row by 4 floats keeps the k-major stores free of bank conflicts.
 // Each output's sum runs over k = 0, 1, ..., K-1 in order, as before the tiling: the same rounding.
-__global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g) {
+//
+// gemm_batched<true>, split-K: blockIdx.z = s * batch + z. Block (s, z) runs only k in
+// [s * slice, min(K_z, (s + 1) * slice)) -- slice = gemm_split_slice(K, S), a multiple of the K step --
+// and stores its unscaled partial tile P_s into part [S, batch, M, N] at slab blockIdx.z; gemm_split_sum
+// then forms C. A block whose slice starts past K_z (a lens-clipped K, or a forced S > K / 8) stores
+// zeros, so every partial the sum reads was written. W_O at DeepSeek-V2 (M = 64, N = 5120, K = 16384):
+// 40 tiles -> S = 4, 160 blocks of K = 4096 instead of 40 of K = 16384. ptxas (nvcc 13): 125 / 128
+// registers on sm_80 / sm_90 against the unsplit form's 123 / 116, no spills, the same 8448 bytes of
+// shared memory, so the same 2 blocks per SM (__launch_bounds__).
+template <bool kPartial>
+__global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g, float* part, int64_t slice) {
   constexpr int KT = kGemmK, TM = kGemmRegs, TN = kGemmRegs, PAD = 4;
   constexpr int kLoads = T * KT / kGemmThreads;  // elements of each tile a thread copies per step
   __shared__ __align__(16) float As[KT][T + PAD];  // As[k][m]
   __shared__ __align__(16) float Bs[KT][T + PAD];  // Bs[k][n]
-  const int64_t z = blockIdx.z, o = z / g.inner, i = z % g.inner;
+  const int64_t z = kPartial ? blockIdx.z % g.batch : blockIdx.z, o = z / g.inner, i = z % g.inner;
   int64_t M = g.M, N = g.N, K = g.K;
   clip_to_length(g, o, M, N, K);
   const int64_t m0 = (int64_t)blockIdx.y * T, n0 = (int64_t)blockIdx.x * T;
@@ -99,6 +116,14 @@ __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g) {
   const int t = threadIdx.x, tr = t / (T / TN), tc = t % (T / TN);
   const float* A = g.A + o * g.a_o + i * g.a_i;
   const float* B = g.B + o * g.b_o + i * g.b_i;
+  if constexpr (kPartial) {
+    // This block's slice as a K of its own: A and B start at its first k, so the loop below is the
+    // unsplit one (a [k_begin, k_end) pair kept live through the loop spilled 48-56 bytes at the cap).
+    const int64_t k_begin = blockIdx.z / g.batch * slice;
+    K = k_begin < K ? (K - k_begin < slice ? K - k_begin : slice) : 0;
+    A += k_begin * g.a_k;
+    B += k_begin * g.b_k;
+  }
   const bool a_kfast = g.a_k == 1, b_kfast = g.b_k == 1;  // which index of each tile is contiguous
   float acc[TM][TN];
   for (int r = 0; r < TM; ++r)
@@ -127,6 +152,19 @@ __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g) {
     }
     __syncthreads();  // everyone is done with the tiles before the next step overwrites them
   }
+  if constexpr (kPartial) {
+    float* P = part + blockIdx.z * g.M * g.N;  // slab (s, z), [M, N]; alpha is applied once, in the sum
+    for (int r = 0; r < TM; ++r) {
+      const int64_t m = m0 + tr * TM + r;
+      if (m >= M) break;
+      for (int c = 0; c < TN; ++c) {
+        const int64_t n = n0 + tc * TN + c;
+        if (n >= N) break;
+        P[m * g.N + n] = acc[r][c];
+      }
+    }
+    return;
+  }
   float* C = g.C + o * g.c_o + i * g.c_i;
   for (int r = 0; r < TM; ++r) {
     const int64_t m = m0 + tr * TM + r;
@@ -140,6 +178,29 @@ __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g) {
       else
         *out = g.alpha * acc[r][c];
     }
+  }
+}
+
+// gemm_split_sum: C(m, n) = alpha (P_0 + P_1 + ... + P_{S-1})(m, n) (+ C(m, n) with accumulate) for
+// every entry z and used (m, n), one output per thread (grid-stride; consecutive threads take consecutive
+// n, so the partial reads coalesce). The slices are added in the order s = 0, 1, ..., S-1 whatever the
+// schedule or device: split-K results are deterministic, though not bitwise those of the unsplit
+// kernel (which sums k = 0..K-1 into one accumulator) -- hence the tests' tolerance rule. Outputs past a
+// sequence's clipped M x N are left as they are, as the other kernels leave them.
+__global__ void gemm_split_sum(Gemm g, const float* part, int64_t S) {
+  const int64_t MN = g.M * g.N, total = g.batch * MN;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t z = t / MN, m = t % MN / g.N, n = t % g.N, o = z / g.inner, i = z % g.inner;
+    int64_t M = g.M, N = g.N, K = g.K;
+    clip_to_length(g, o, M, N, K);
+    if (m >= M || n >= N) continue;
+    float sum = 0.0f;
+    for (int64_t s = 0; s < S; ++s) sum += part[s * total + t];
+    float* c = g.C + o * g.c_o + i * g.c_i + m * g.c_m + n * g.c_n;
+    if (g.accumulate)
+      *c += g.alpha * sum;
+    else
+      *c = g.alpha * sum;
   }
 }
 
@@ -248,10 +309,17 @@ unsigned grid_for(int64_t n, int threads) {
 
 namespace detail {
 
-void launch_gemm(const Gemm& g) {
+void launch_gemm(const Gemm& g, float* workspace) {
   if (gemm_tile(g) == T) {
-    const dim3 grid((unsigned)((g.N + T - 1) / T), (unsigned)((g.M + T - 1) / T), (unsigned)g.batch);
-    simt::launch(gemm_batched, grid, dim3(kGemmThreads), 0, g);
+    const int64_t S = gemm_split(g);
+    const dim3 grid((unsigned)((g.N + T - 1) / T), (unsigned)((g.M + T - 1) / T), (unsigned)(g.batch * S));
+    if (S == 1) {
+      simt::launch(gemm_batched<false>, grid, dim3(kGemmThreads), 0, g, static_cast<float*>(nullptr), g.K);
+    } else {  // partial tiles into workspace [S, batch, M, N], then their sum into C (a launch apart: ordered)
+      simt::launch(gemm_batched<true>, grid, dim3(kGemmThreads), 0, g, workspace, gemm_split_slice(g.K, S));
+      simt::launch(gemm_split_sum, dim3(grid_for(g.batch * g.M * g.N, 256)), dim3(256), 0, g,
+                   static_cast<const float*>(workspace), S);
+    }
   } else {
     constexpr int S = kGemmSmallTile;
     const dim3 grid((unsigned)((g.N + S - 1) / S), (unsigned)((g.M + S - 1) / S), (unsigned)g.batch);

@@ -136,10 +136,18 @@ void gemm(const Gemm& g) {
   require(g.batch <= 65535, "cuda::mla::gemm: batch = {} violates batch <= 65535 (grid.z)", g.batch);
   require(g.tile == 0 || g.tile == kGemmTile || g.tile == kGemmSmallTile,
           "cuda::mla::gemm: tile = {} violates tile in {{0, {}, {}}}", g.tile, kGemmSmallTile, kGemmTile);
+  require(g.split_k >= 0 && (g.split_k <= 1 || g.tile != kGemmSmallTile),
+          "cuda::mla::gemm: split_k = {} with tile = {} violates split_k >= 0, and split_k <= 1 unless tile in "
+          "{{0, {}}}",
+          g.split_k, g.tile, kGemmTile);
   require((g.M + gemm_tile(g) - 1) / gemm_tile(g) <= 65535, "cuda::mla::gemm: M = {} violates M <= {} * 65535",
           g.M, gemm_tile(g));
+  const int64_t S = gemm_tile(g) == kGemmTile ? gemm_split(g) : 1;
+  require(g.batch * S <= 65535, "cuda::mla::gemm: batch = {} x split_k = {} violates <= 65535 (grid.z)", g.batch, S);
   require(g.M * g.N == 0 || (g.A && g.B && g.C), "cuda::mla::gemm: null A, B or C with M x N = {} x {}", g.M, g.N);
-  if (g.M * g.N > 0) detail::launch_gemm(g);
+  if (g.M * g.N == 0) return;
+  Buf workspace(size_t(gemm_workspace(g)));  // split-K's partial tiles; none otherwise
+  detail::launch_gemm(g, workspace.data());
 }
 
 void cd(const Weights& W, const Step& s, const float* K, const float* V, const Out& out) {

@@ -28,7 +28,8 @@ struct Gemm {
   bool accumulate = false;
   const int64_t* lens = nullptr;
   bool lens_on_m = false, lens_on_n = false, lens_on_k = false;
-  int tile = 0;  // 0: chosen by gemm_tile(); kGemmTile or kGemmSmallTile forces that kernel (the tests run both)
+  int tile = 0;  // 0: chosen by gemm_tile(); kGemmTile or kGemmSmallTile forces that kernel (the tests run all three)
+  int split_k = 0;  // 0: chosen by gemm_split(); S >= 1 forces gemm_batched over S slices of K (1: unsplit)
 };
 
 inline constexpr int kGemmTile = 128;         // the GEMM's output tile (kGemmTile x kGemmTile per block)
@@ -37,14 +38,54 @@ inline constexpr int kGemmRegs = 8;           // outputs per thread along each s
 inline constexpr int kGemmThreads = (kGemmTile / kGemmRegs) * (kGemmTile / kGemmRegs);  // 256
 static_assert(kGemmTile * kGemmK % kGemmThreads == 0, "gemm_batched: each thread copies whole elements of a tile");
 inline constexpr int kGemmSmallTile = 16;     // gemm_small: 16 x 16 outputs per block, one per thread
-// gemm_batched's 128 x 128 tiles when they give every SM of an H100/H200 (132) at least one block,
-// else gemm_small's 16 x 16 (64 times the blocks): small-M projections with long K are latency-bound
-// on a handful of SMs otherwise.
+// The kernel choice (cuda/src/03_mla.cu), from the shapes only -- never from a device query, so a
+// product's bits do not depend on the device it ran on:
+//   1. gemm_batched's 128 x 128 tiles when they give every SM of an H100/H200 (132) at least one block;
+//   2. else gemm_batched split-K: K cut into S contiguous slices, S = ceil(132 / tiles) so tiles * S
+//      >= 132, each slice at least kGemmSplitMinK deep, and only if that still gives half the SMs a
+//      block (tiles * S >= 66) -- the step's projections have M = B = 64 rows and long K (W_O at
+//      DeepSeek-V2: 40 tiles, K = 16384 -> S = 4, 160 blocks of K = 4096);
+//   3. else gemm_small's 16 x 16 (64 times the blocks of 1.): short K, or few outputs and little K.
+// gemm_small needs 2 shared-memory loads per FMA, gemm_batched 0.25 (6.3 vs 16.1 TFLOP/s on an H200
+// at 4096^3), so below half the SMs busy the many small blocks are taken to win.
 inline constexpr int64_t kGemmWideMinBlocks = 132;
+// A slice of >= 256 k does >= 128 x 128 x 256 FMAs per 64 KiB partial tile written (and read once by
+// gemm_split_sum): >= 64 FMAs per byte of extra traffic, well above an H200's ~7 (67 TFLOP/s fp32 /
+// 4.8 TB/s), and 32 K steps amortise the block's start and its 64 stores per thread.
+inline constexpr int64_t kGemmSplitMinK = 256;
+inline int64_t gemm_tiles(const Gemm& g) {  // gemm_batched's blocks without split-K
+  return ((g.M + kGemmTile - 1) / kGemmTile) * ((g.N + kGemmTile - 1) / kGemmTile) * g.batch;
+}
+// k per slice for S slices: ceil(K / S) rounded up to the K step, so every slice but the last starts and
+// ends on a step (a forced S larger than K / kGemmK leaves trailing slices empty: their partials are 0).
+inline int64_t gemm_split_slice(int64_t K, int64_t S) {
+  const int64_t per = (K + S - 1) / S;
+  return (per + kGemmK - 1) / kGemmK * kGemmK;
+}
+// The automatic split: 1 (no split) unless rule 2 above applies; then the S >= 2 of whole slices.
+inline int64_t gemm_auto_split(const Gemm& g) {
+  const int64_t tiles = gemm_tiles(g);
+  if (tiles == 0 || tiles >= kGemmWideMinBlocks) return 1;
+  const int64_t want = (kGemmWideMinBlocks + tiles - 1) / tiles, most = g.K / kGemmSplitMinK;
+  const int64_t S = want < most ? want : most;
+  if (S < 2 || 2 * tiles * S < kGemmWideMinBlocks) return 1;
+  return (g.K + gemm_split_slice(g.K, S) - 1) / gemm_split_slice(g.K, S);  // no empty slice after rounding
+}
 inline int gemm_tile(const Gemm& g) {
   if (g.tile != 0) return g.tile;
-  const int64_t blocks = ((g.M + kGemmTile - 1) / kGemmTile) * ((g.N + kGemmTile - 1) / kGemmTile) * g.batch;
-  return blocks >= kGemmWideMinBlocks ? kGemmTile : kGemmSmallTile;
+  if (g.split_k != 0 || gemm_tiles(g) >= kGemmWideMinBlocks) return kGemmTile;
+  return gemm_auto_split(g) > 1 ? kGemmTile : kGemmSmallTile;
+}
+// Slices of K gemm_batched runs (1: unsplit, the kernel writes C itself); 1 for gemm_small.
+inline int64_t gemm_split(const Gemm& g) {
+  if (g.split_k != 0) return g.split_k;
+  if (g.tile != 0) return 1;
+  return gemm_auto_split(g);
+}
+// Floats of scratch launch_gemm needs: the S partial tiles [S, batch, M, N] when it splits K, else none.
+inline int64_t gemm_workspace(const Gemm& g) {
+  const int64_t S = gemm_tile(g) == kGemmTile ? gemm_split(g) : 1;
+  return S > 1 ? S * g.batch * g.M * g.N : 0;
 }
 // flash_split (cuda/src/03_mla_flash.cu, whose header comment derives these): a block of kFlashThreads
 // threads per (head group of kFlashHeads heads, split, sequence); tiles of one 64-token page; the score
@@ -82,7 +123,7 @@ inline constexpr int64_t flash_split_smem_bytes(int64_t R) {
 
 // The launches behind ladder/cuda/mla.hpp; scratch is allocated by the caller (cuda/src/03_mla_host.cpp).
 namespace detail {
-void launch_gemm(const Gemm& g);
+void launch_gemm(const Gemm& g, float* workspace);  // workspace: gemm_workspace(g) floats (none: nullptr)
 void launch_rms_norm(float* x, const float* gain, int64_t rows, int64_t n, int64_t ld, float eps);
 void launch_rope(float* x, const float* rope, int64_t B, int64_t heads, int64_t d);
 void launch_concat_heads(const float* a, int64_t da, const float* b, int64_t db, float* out, int64_t rows);
