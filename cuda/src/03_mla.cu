@@ -99,9 +99,11 @@ __global__ void gemm_small(Gemm g) {
 // and stores its unscaled partial tile P_s into part [S, batch, M, N] at slab blockIdx.z; gemm_split_sum
 // then forms C. A block whose slice starts past K_z (a lens-clipped K, or a forced S > K / 8) stores
 // zeros, so every partial the sum reads was written. W_O at DeepSeek-V2 (M = 64, N = 5120, K = 16384):
-// 40 tiles -> S = 4, 160 blocks of K = 4096 instead of 40 of K = 16384. ptxas (nvcc 13): 125 / 128
-// registers on sm_80 / sm_90 against the unsplit form's 123 / 116, no spills, the same 8448 bytes of
-// shared memory, so the same 2 blocks per SM (__launch_bounds__).
+// 40 tiles -> S = 4, 160 blocks of K = 4096 instead of 40 of K = 16384. Those products have M = 64, so
+// the warps holding the tile's rows 64-127 skip their FMAs (rows_live): half of the block's FMA issue
+// was on rows that are never stored. ptxas (nvcc 13): 128 / 128 registers on sm_80 / sm_90 against the
+// unsplit form's 116 / 114, no spills, the same 8448 bytes of shared memory, so the same 2 blocks per
+// SM (__launch_bounds__).
 template <bool kPartial>
 __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g, float* part, int64_t slice) {
   constexpr int KT = kGemmK, TM = kGemmRegs, TN = kGemmRegs, PAD = 4;
@@ -125,6 +127,11 @@ __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g, float* p
     B += k_begin * g.b_k;
   }
   const bool a_kfast = g.a_k == 1, b_kfast = g.b_k == 1;  // which index of each tile is contiguous
+  // A thread whose 8 rows all lie past M (the tile's bottom half for the step's M = B = 64 projections)
+  // still copies its share of the tiles and meets every barrier, but skips the FMAs. tr = t / 16, so a warp
+  // holds tr = 2w, 2w + 1, rows m0 + 16 w .. + 15: the test is uniform over every warp when M - m0 is a
+  // multiple of 16 (M = 64), else one warp diverges. The skipped accumulators are never stored.
+  const bool rows_live = m0 + tr * TM < M;
   float acc[TM][TN];
   for (int r = 0; r < TM; ++r)
     for (int c = 0; c < TN; ++c) acc[r][c] = 0.0f;
@@ -143,13 +150,14 @@ __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g, float* p
       }
     }
     __syncthreads();  // both tiles complete before anyone multiplies them
-    for (int kk = 0; kk < KT; ++kk) {
-      float a[TM], b[TN];
-      for (int r = 0; r < TM; ++r) a[r] = As[kk][tr * TM + r];
-      for (int c = 0; c < TN; ++c) b[c] = Bs[kk][tc * TN + c];
-      for (int r = 0; r < TM; ++r)
-        for (int c = 0; c < TN; ++c) acc[r][c] += a[r] * b[c];
-    }
+    if (rows_live)
+      for (int kk = 0; kk < KT; ++kk) {
+        float a[TM], b[TN];
+        for (int r = 0; r < TM; ++r) a[r] = As[kk][tr * TM + r];
+        for (int c = 0; c < TN; ++c) b[c] = Bs[kk][tc * TN + c];
+        for (int r = 0; r < TM; ++r)
+          for (int c = 0; c < TN; ++c) acc[r][c] += a[r] * b[c];
+      }
     __syncthreads();  // everyone is done with the tiles before the next step overwrites them
   }
   if constexpr (kPartial) {
