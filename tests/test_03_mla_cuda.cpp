@@ -8,7 +8,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -159,21 +161,25 @@ TEST_CASE("the GEMM kernels vs Eigen: awkward M, N, K; batched with an inner ind
         const std::vector<int64_t> lens = {N, (N + 1) / 2};  // sequence 1 uses half of N
         cuda::DeviceBuffer<float> dA(A), dB(Bm), dC(C0);
         cuda::DeviceBuffer<int64_t> dl(lens);
-        for (int variant = 0; variant < 12; ++variant) {
+        std::vector<std::vector<float>> results(20);
+        for (int variant = 0; variant < 20; ++variant) {
           // B as [N, K] or [K, N] (nn), A as [M, K] or [K, M] (at): each kernel's two load orders
           const bool nn = variant & 1, at = variant & 2;
-          // the three paths: gemm_small, gemm_batched, gemm_batched split-K over 3 slices of K (slices of
-          // 8, 8, 16 k for K = 1, 15, 40: K = 1 leaves two slices empty, K = 15 one, K = 40 ends ragged)
+          // the five paths: gemm_small; gemm_batched and gemm_batched split-K over 3 slices of K (slices
+          // of 8, 8, 16 k for K = 1, 15, 40: K = 1 leaves two slices empty, K = 15 one, K = 40 ends
+          // ragged), each in its pipelined schedule (the default) and the old two-barrier one
           const int kernel = variant / 4;
           const int tile = kernel == 0 ? cuda::mla::kGemmSmallTile : cuda::mla::kGemmTile;
-          const int split = kernel == 2 ? 3 : 0;
+          const int split = kernel == 2 || kernel == 4 ? 3 : 0;
+          const int pipeline = kernel >= 3 ? 0 : -1;
           CAPTURE(nn);
           CAPTURE(at);
           CAPTURE(tile);
           CAPTURE(split);
+          CAPTURE(pipeline);
           dC.copy_from_host(C0.data(), C0.size());
           cuda::mla::Gemm g;
-          g.tile = tile, g.split_k = split;
+          g.tile = tile, g.split_k = split, g.pipeline = pipeline;
           g.M = M, g.N = N, g.K = K, g.batch = Z, g.inner = inner, g.alpha = 0.5f, g.accumulate = true;
           g.A = dA.data(), g.a_o = inner * M * K, g.a_i = M * K, g.a_m = at ? 1 : K, g.a_k = at ? M : 1;
           g.B = dB.data(), g.b_o = inner * N * K, g.b_i = N * K, g.b_n = nn ? 1 : K, g.b_k = nn ? N : 1;
@@ -198,17 +204,21 @@ TEST_CASE("the GEMM kernels vs Eigen: awkward M, N, K; batched with an inner ind
               }
           }
           CHECK(err < 1e-5 * double(K + 1));
+          // the two schedules sum k = 0, 1, ..., K-1 in the same order into one accumulator: the same bits
+          results[size_t(variant)] = got;
+          if (kernel >= 3)
+            CHECK(std::memcmp(got.data(), results[size_t(variant - 8)].data(), got.size() * sizeof(float)) == 0);
         }
       }
     }
   }
 }
 
-TEST_CASE("split-K GEMM vs Eigen: K clipped per sequence (lens on K), slices past K_z, no accumulate, S = 2..7") {
+TEST_CASE("split-K GEMM vs Eigen: K clipped per sequence (lens on K), slices past K_z, no accumulate, S = 1..7") {
   // M = 33, N = 20 (one ragged 128-tile), K = 203 (neither a multiple of the K step nor of S); sequence
   // 1 uses K = 50 only, so most of its slices are empty and must still contribute exact zeros. C starts
-  // random: without accumulate it is overwritten where used. Slices: S = 2: 104 + 99; S = 5: 48 x 4 + 11;
-  // S = 7: 32 x 6 + 11.
+  // random: without accumulate it is overwritten where used. Slices: S = 1: 203 (26 K steps, the last of
+  // 3 k); S = 2: 104 + 99; S = 5: 48 x 4 + 11; S = 7: 32 x 6 + 11. Each in both gemm_batched schedules.
   Rng rng(6);
   auto rnd = [&rng](int64_t n) {
     std::vector<float> v(static_cast<size_t>(n));
@@ -223,17 +233,21 @@ TEST_CASE("split-K GEMM vs Eigen: K clipped per sequence (lens on K), slices pas
   CHECK(cuda::mla::gemm_split_slice(K, 2) == 104);
   CHECK(cuda::mla::gemm_split_slice(K, 5) == 48);
   CHECK(cuda::mla::gemm_split_slice(K, 7) == 32);
-  for (int split : {2, 5, 7}) {
+  std::vector<std::vector<float>> results(8);
+  for (int variant = 0; variant < 8; ++variant) {
+    // S = 1: gemm_batched unsplit (forced), with K clipped per sequence too; each S in both schedules
+    const int split = std::array{1, 2, 5, 7}[size_t(variant % 4)], pipeline = variant < 4 ? -1 : 0;  // default, old
     CAPTURE(split);
+    CAPTURE(pipeline);
     dC.copy_from_host(C0.data(), C0.size());
     cuda::mla::Gemm g;  // C = -0.75 A B with B [K, N] row-major
-    g.split_k = split;
+    g.split_k = split, g.pipeline = pipeline;
     g.M = M, g.N = N, g.K = K, g.batch = Z, g.alpha = -0.75f;
     g.A = dA.data(), g.a_o = M * K, g.a_m = K;
     g.B = dB.data(), g.b_o = K * N, g.b_n = 1, g.b_k = N;
     g.C = dC.data(), g.c_o = M * N, g.c_m = N;
     g.lens = dl.data(), g.lens_on_k = true;
-    CHECK(cuda::mla::gemm_workspace(g) == split * Z * M * N);
+    CHECK(cuda::mla::gemm_workspace(g) == (split > 1 ? split * Z * M * N : 0));
     cuda::mla::gemm(g);
     const std::vector<float> got = dC.to_host();
     double err = 0;
@@ -249,6 +263,9 @@ TEST_CASE("split-K GEMM vs Eigen: K clipped per sequence (lens on K), slices pas
         }
     }
     CHECK(err < 1e-5 * double(K + 1));
+    results[size_t(variant)] = got;  // the old schedule's bits are the pipelined one's
+    if (variant >= 4)
+      CHECK(std::memcmp(got.data(), results[size_t(variant - 4)].data(), got.size() * sizeof(float)) == 0);
   }
 }
 
@@ -308,7 +325,9 @@ TEST_CASE("bad sizes raise ladder::Error naming the parameter") {
   CHECK_THROWS_WITH_AS(cuda::mla::gemm(g), doctest::Contains("split_k = -1 with tile = 0 violates"), Error);
   g.split_k = 40000;
   CHECK_THROWS_WITH_AS(cuda::mla::gemm(g), doctest::Contains("batch = 2 x split_k = 40000 violates"), Error);
-  g.split_k = 0;
+  g.split_k = 0, g.pipeline = 2;
+  CHECK_THROWS_WITH_AS(cuda::mla::gemm(g), doctest::Contains("pipeline = 2 violates"), Error);
+  g.pipeline = -1;
   cuda::mla::Weights W{ref::tiny_config()};
   float x = 0;
   int64_t L = 1;

@@ -10,7 +10,8 @@
 // The rungs of ladder/mla.hpp are sequences of launches (cuda/src/03_mla_host.cpp strings them
 // together); every matrix product of every rung -- projections, W_UK / W_UV absorption, q.k scores,
 // a.V and a.c sums, AM's precomputed products -- is one GEMM: gemm_batched (a 128 x 128 output tile
-// per block, 8 x 8 outputs per thread, K in steps of 8 through shared memory); for products whose
+// per block, 8 x 8 outputs per thread, K in steps of 8 through double-buffered shared memory, the next
+// step's global loads in flight during this one's FMAs); for products whose
 // 128 x 128 tiles are too few to give every SM a block but whose K is long (the step's projections,
 // M = B rows), the same kernel split-K -- each block one slice of K into a partial tile, then
 // gemm_split_sum adds the slices in a fixed order, no atomics; else gemm_small (16 x 16, one output per
@@ -80,9 +81,9 @@ __global__ void gemm_small(Gemm g) {
   }
 }
 
-// gemm_batched<false>: C_z = alpha A_z B_z^T (or += with accumulate) for the z = blockIdx.z of the
-// batch, a T x T = 128 x 128 output tile per block of 256 threads, K in steps of kGemmK = 8 through
-// shared memory.
+// gemm_batched<false, kPipelined>: C_z = alpha A_z B_z^T (or += with accumulate) for the z = blockIdx.z
+// of the batch, a T x T = 128 x 128 output tile per block of 256 threads, K in steps of kGemmK = 8
+// through shared memory.
 // Register tiling: each thread computes an 8 x 8 block of the tile (rows 8 tr.., columns 8 tc..), so per
 // step of k it loads 8 values of A and 8 of B from shared memory for 64 FMAs -- 0.25 loads per FMA,
 // where one output per thread (gemm_small, this kernel's only form until 2026-11) needs 2: on an H200
@@ -94,22 +95,40 @@ __global__ void gemm_small(Gemm g) {
 // coalesce; padding each tile row by 4 floats keeps the k-major stores free of bank conflicts.
 // Each output's sum runs over k = 0, 1, ..., K-1 in order, as before the tiling: the same rounding.
 //
-// gemm_batched<true>, split-K: blockIdx.z = s * batch + z. Block (s, z) runs only k in
+// Schedule (issue 13). Per K step a thread copies 4 elements of each tile from global memory (8 global
+// loads per 8 x 64 = 512 FMAs) and reads 8 + 8 floats from shared memory per 64 FMAs. The old schedule
+// (kPipelined = false, Gemm::pipeline = 0, kept for side-by-side timing in bench_gpu) is copy ->
+// barrier -> FMAs -> barrier: each step's global-load latency is exposed between its two barriers,
+// the issue's diagnosis of why it ran a 4096^3 product at 16.1 TFLOP/s (26 % of an H200's fp32
+// peak, 3.1x cuBLAS's time). The pipelined one (the default) keeps two tile buffers: a prologue copies
+// step 0 into buffer 0, then step s issues the 8 global loads of step s + 1 into registers, does its
+// FMAs from buffer s % 2 while they are in flight, stores them into buffer (s + 1) % 2 and meets ONE
+// barrier. That buffer was last read in step s - 1, before the previous barrier, and is next read in
+// step s + 1, after this one. The FMAs, their operands and their order are the old schedule's, so the
+// bits are the same (the tests compare the two bit for bit). Last step: no prefetch (the block's K is
+// uniform, so the branch and the barrier are too); a ragged last step, lens-clipped M/N/K and a split-K
+// slice load 0 past their ends exactly as before; rows_live warps skip only the FMAs. How much faster
+// it runs is an ESTIMATE until a GPU times it: nothing can be timed here.
+// ptxas (nvcc 13.0, -Xptxas -v), registers sm_80 / sm_90, all without spills and at 2 blocks per SM:
+//   old schedule:        unsplit 116 / 114, split-K 128 / 128, 8448 bytes of shared memory (unchanged)
+//   pipelined (default): unsplit 116 / 128, split-K 124 / 127, 16896 bytes (2 x 8448; < 48 KiB)
+// The 8 prefetch registers fit under the cap as plain scalar loads, so no float4 layout was needed.
+//
+// gemm_batched<true, kPipelined>, split-K: blockIdx.z = s * batch + z. Block (s, z) runs only k in
 // [s * slice, min(K_z, (s + 1) * slice)) -- slice = gemm_split_slice(K, S), a multiple of the K step --
 // and stores its unscaled partial tile P_s into part [S, batch, M, N] at slab blockIdx.z; gemm_split_sum
 // then forms C. A block whose slice starts past K_z (a lens-clipped K, or a forced S > K / 8) stores
 // zeros, so every partial the sum reads was written. W_O at DeepSeek-V2 (M = 64, N = 5120, K = 16384):
 // 40 tiles -> S = 4, 160 blocks of K = 4096 instead of 40 of K = 16384. Those products have M = 64, so
 // the warps holding the tile's rows 64-127 skip their FMAs (rows_live): half of the block's FMA issue
-// was on rows that are never stored. ptxas (nvcc 13): 128 / 128 registers on sm_80 / sm_90 against the
-// unsplit form's 116 / 114, no spills, the same 8448 bytes of shared memory, so the same 2 blocks per
-// SM (__launch_bounds__).
-template <bool kPartial>
+// was on rows that are never stored. Registers: above; the same 2 blocks per SM (__launch_bounds__).
+template <bool kPartial, bool kPipelined>
 __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g, float* part, int64_t slice) {
   constexpr int KT = kGemmK, TM = kGemmRegs, TN = kGemmRegs, PAD = 4;
   constexpr int kLoads = T * KT / kGemmThreads;  // elements of each tile a thread copies per step
-  __shared__ __align__(16) float As[KT][T + PAD];  // As[k][m]
-  __shared__ __align__(16) float Bs[KT][T + PAD];  // Bs[k][n]
+  constexpr int kBufs = kPipelined ? 2 : 1;
+  __shared__ __align__(16) float As[kBufs][KT][T + PAD];  // As[buf][k][m]
+  __shared__ __align__(16) float Bs[kBufs][KT][T + PAD];  // Bs[buf][k][n]
   const int64_t z = kPartial ? blockIdx.z % g.batch : blockIdx.z, o = z / g.inner, i = z % g.inner;
   int64_t M = g.M, N = g.N, K = g.K;
   clip_to_length(g, o, M, N, K);
@@ -135,30 +154,85 @@ __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g, float* p
   float acc[TM][TN];
   for (int r = 0; r < TM; ++r)
     for (int c = 0; c < TN; ++c) acc[r][c] = 0.0f;
-  for (int64_t k0 = 0; k0 < K; k0 += KT) {
-    for (int l = 0; l < kLoads; ++l) {
-      const int e = t + kGemmThreads * l;
-      {
-        const int mm = a_kfast ? e / KT : e % T, kk = a_kfast ? e % KT : e / T;
-        const int64_t m = m0 + mm, k = k0 + kk;
-        As[kk][mm] = (m < M && k < K) ? A[m * g.a_m + k * g.a_k] : 0.0f;
-      }
-      {
-        const int nn = b_kfast ? e / KT : e % T, kk = b_kfast ? e % KT : e / T;
-        const int64_t n = n0 + nn, k = k0 + kk;
-        Bs[kk][nn] = (n < N && k < K) ? B[n * g.b_n + k * g.b_k] : 0.0f;
-      }
-    }
-    __syncthreads();  // both tiles complete before anyone multiplies them
+  // The step's 8 x 8 FMAs per thread from tile buffer `buf`, k ascending: the same order in both schedules.
+  auto compute = [&](int buf) {
     if (rows_live)
       for (int kk = 0; kk < KT; ++kk) {
         float a[TM], b[TN];
-        for (int r = 0; r < TM; ++r) a[r] = As[kk][tr * TM + r];
-        for (int c = 0; c < TN; ++c) b[c] = Bs[kk][tc * TN + c];
+        for (int r = 0; r < TM; ++r) a[r] = As[buf][kk][tr * TM + r];
+        for (int c = 0; c < TN; ++c) b[c] = Bs[buf][kk][tc * TN + c];
         for (int r = 0; r < TM; ++r)
           for (int c = 0; c < TN; ++c) acc[r][c] += a[r] * b[c];
       }
-    __syncthreads();  // everyone is done with the tiles before the next step overwrites them
+  };
+  // Element l of this thread's share of step k0's tiles: tile index e = t + 256 l, then (row, k) of the
+  // tile along whichever index is contiguous in memory; 0 past M, N or K.
+  auto load_a = [&](int64_t k0, int l) {
+    const int e = t + kGemmThreads * l;
+    const int mm = a_kfast ? e / KT : e % T, kk = a_kfast ? e % KT : e / T;
+    const int64_t m = m0 + mm, k = k0 + kk;
+    return (m < M && k < K) ? A[m * g.a_m + k * g.a_k] : 0.0f;
+  };
+  auto load_b = [&](int64_t k0, int l) {
+    const int e = t + kGemmThreads * l;
+    const int nn = b_kfast ? e / KT : e % T, kk = b_kfast ? e % KT : e / T;
+    const int64_t n = n0 + nn, k = k0 + kk;
+    return (n < N && k < K) ? B[n * g.b_n + k * g.b_k] : 0.0f;
+  };
+  auto store = [&](int buf, const float (&ra)[kLoads], const float (&rb)[kLoads]) {
+    for (int l = 0; l < kLoads; ++l) {
+      const int e = t + kGemmThreads * l;
+      As[buf][a_kfast ? e % KT : e / T][a_kfast ? e / KT : e % T] = ra[l];
+      Bs[buf][b_kfast ? e % KT : e / T][b_kfast ? e / KT : e % T] = rb[l];
+    }
+  };
+  if constexpr (!kPipelined) {
+    // The schedule before issue 13: copy -> barrier -> FMAs -> barrier per step; each step's global
+    // latency is exposed between the two barriers. Written out as it was (not with the lambdas above):
+    // its PTX is the previous kernel's up to names, so bench_gpu's old-schedule row times that kernel.
+    for (int64_t k0 = 0; k0 < K; k0 += KT) {
+      for (int l = 0; l < kLoads; ++l) {
+        const int e = t + kGemmThreads * l;
+        {
+          const int mm = a_kfast ? e / KT : e % T, kk = a_kfast ? e % KT : e / T;
+          const int64_t m = m0 + mm, k = k0 + kk;
+          As[0][kk][mm] = (m < M && k < K) ? A[m * g.a_m + k * g.a_k] : 0.0f;
+        }
+        {
+          const int nn = b_kfast ? e / KT : e % T, kk = b_kfast ? e % KT : e / T;
+          const int64_t n = n0 + nn, k = k0 + kk;
+          Bs[0][kk][nn] = (n < N && k < K) ? B[n * g.b_n + k * g.b_k] : 0.0f;
+        }
+      }
+      __syncthreads();  // both tiles complete before anyone multiplies them
+      if (rows_live)
+        for (int kk = 0; kk < KT; ++kk) {
+          float a[TM], b[TN];
+          for (int r = 0; r < TM; ++r) a[r] = As[0][kk][tr * TM + r];
+          for (int c = 0; c < TN; ++c) b[c] = Bs[0][kk][tc * TN + c];
+          for (int r = 0; r < TM; ++r)
+            for (int c = 0; c < TN; ++c) acc[r][c] += a[r] * b[c];
+        }
+      __syncthreads();  // everyone is done with the tiles before the next step overwrites them
+    }
+  } else if (K > 0) {  // K is the block's (uniform): every thread takes the same branch and barriers
+    // Pipelined: step s multiplies buffer s % 2 while the loads of step s + 1 are in flight into
+    // registers, then stores them into the other buffer; one barrier per step. Its last read of that
+    // buffer was step s - 1's, before the previous barrier; step s + 1 reads it after this one.
+    float ra[kLoads], rb[kLoads];
+    for (int l = 0; l < kLoads; ++l) ra[l] = load_a(0, l), rb[l] = load_b(0, l);
+    store(0, ra, rb);
+    __syncthreads();  // step 0's tiles complete
+    int buf = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += KT) {
+      const bool next = k0 + KT < K;  // uniform over the block
+      if (next)
+        for (int l = 0; l < kLoads; ++l) ra[l] = load_a(k0 + KT, l), rb[l] = load_b(k0 + KT, l);
+      compute(buf);
+      if (next) store(buf ^ 1, ra, rb);
+      __syncthreads();  // step k0 + 8's tiles complete, and everyone is done reading buffer `buf`
+      buf ^= 1;
+    }
   }
   if constexpr (kPartial) {
     float* P = part + blockIdx.z * g.M * g.N;  // slab (s, z), [M, N]; alpha is applied once, in the sum
@@ -321,10 +395,13 @@ void launch_gemm(const Gemm& g, float* workspace) {
   if (gemm_tile(g) == T) {
     const int64_t S = gemm_split(g);
     const dim3 grid((unsigned)((g.N + T - 1) / T), (unsigned)((g.M + T - 1) / T), (unsigned)(g.batch * S));
+    const bool pipelined = g.pipeline != 0;  // -1 (default) or 1: the pipelined schedule; 0: the old one
     if (S == 1) {
-      simt::launch(gemm_batched<false>, grid, dim3(kGemmThreads), 0, g, static_cast<float*>(nullptr), g.K);
+      simt::launch(pipelined ? gemm_batched<false, true> : gemm_batched<false, false>, grid, dim3(kGemmThreads), 0, g,
+                   static_cast<float*>(nullptr), g.K);
     } else {  // partial tiles into workspace [S, batch, M, N], then their sum into C (a launch apart: ordered)
-      simt::launch(gemm_batched<true>, grid, dim3(kGemmThreads), 0, g, workspace, gemm_split_slice(g.K, S));
+      simt::launch(pipelined ? gemm_batched<true, true> : gemm_batched<true, false>, grid, dim3(kGemmThreads), 0, g,
+                   workspace, gemm_split_slice(g.K, S));
       simt::launch(gemm_split_sum, dim3(grid_for(g.batch * g.M * g.N, 256)), dim3(256), 0, g,
                    static_cast<const float*>(workspace), S);
     }

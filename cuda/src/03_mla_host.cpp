@@ -140,6 +140,8 @@ void gemm(const Gemm& g) {
           "cuda::mla::gemm: split_k = {} with tile = {} violates split_k >= 0, and split_k <= 1 unless tile in "
           "{{0, {}}}",
           g.split_k, g.tile, kGemmTile);
+  require(g.pipeline >= -1 && g.pipeline <= 1, "cuda::mla::gemm: pipeline = {} violates pipeline in {{-1, 0, 1}}",
+          g.pipeline);
   require((g.M + gemm_tile(g) - 1) / gemm_tile(g) <= 65535, "cuda::mla::gemm: M = {} violates M <= {} * 65535",
           g.M, gemm_tile(g));
   const int64_t S = gemm_tile(g) == kGemmTile ? gemm_split(g) : 1;

@@ -30,10 +30,15 @@ struct Gemm {
   bool lens_on_m = false, lens_on_n = false, lens_on_k = false;
   int tile = 0;  // 0: chosen by gemm_tile(); kGemmTile or kGemmSmallTile forces that kernel (the tests run all three)
   int split_k = 0;  // 0: chosen by gemm_split(); S >= 1 forces gemm_batched over S slices of K (1: unsplit)
+  // gemm_batched's K-loop schedule (gemm_small ignores it): -1 the default, which is 1; 1 pipelined (the next
+  // step's tiles loaded into registers during this step's FMAs, two shared buffers, one barrier per step);
+  // 0 the schedule before issue 13 (copy, barrier, FMAs, barrier), kept so bench_gpu can time both in one
+  // run. Same bits either way (cuda/src/03_mla.cu).
+  int pipeline = -1;
 };
 
 inline constexpr int kGemmTile = 128;         // the GEMM's output tile (kGemmTile x kGemmTile per block)
-inline constexpr int kGemmK = 8;              // its K step through shared memory
+inline constexpr int kGemmK = 8;              // its K step through shared memory (two buffers when pipelined)
 inline constexpr int kGemmRegs = 8;           // outputs per thread along each side (an 8 x 8 register tile)
 inline constexpr int kGemmThreads = (kGemmTile / kGemmRegs) * (kGemmTile / kGemmRegs);  // 256
 static_assert(kGemmTile * kGemmK % kGemmThreads == 0, "gemm_batched: each thread copies whole elements of a tile");
@@ -47,7 +52,8 @@ inline constexpr int kGemmSmallTile = 16;     // gemm_small: 16 x 16 outputs per
 //      DeepSeek-V2: 40 tiles, K = 16384 -> S = 4, 160 blocks of K = 4096);
 //   3. else gemm_small's 16 x 16 (64 times the blocks of 1.): short K, or few outputs and little K.
 // gemm_small needs 2 shared-memory loads per FMA, gemm_batched 0.25 (6.3 vs 16.1 TFLOP/s on an H200
-// at 4096^3), so below half the SMs busy the many small blocks are taken to win.
+// at 4096^3, gemm_batched in its old two-barrier schedule; the pipelined default is not yet timed), so
+// below half the SMs busy the many small blocks are taken to win.
 inline constexpr int64_t kGemmWideMinBlocks = 132;
 // A slice of >= 256 k does >= 128 x 128 x 256 FMAs per 64 KiB partial tile written (and read once by
 // gemm_split_sum): >= 64 FMAs per byte of extra traffic, well above an H200's ~7 (67 TFLOP/s fp32 /
