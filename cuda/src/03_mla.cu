@@ -234,28 +234,20 @@ __global__ void __launch_bounds__(kGemmThreads, 2) gemm_batched(Gemm g, float* p
       buf ^= 1;
     }
   }
-  if constexpr (kPartial) {
-    float* P = part + blockIdx.z * g.M * g.N;  // slab (s, z), [M, N]; alpha is applied once, in the sum
-    for (int r = 0; r < TM; ++r) {
-      const int64_t m = m0 + tr * TM + r;
-      if (m >= M) break;
-      for (int c = 0; c < TN; ++c) {
-        const int64_t n = n0 + tc * TN + c;
-        if (n >= N) break;
-        P[m * g.N + n] = acc[r][c];
-      }
-    }
-    return;
-  }
-  float* C = g.C + o * g.c_o + i * g.c_i;
+  // The tile out: split-K stores its unscaled partial into slab (s, z) [M, N] of `part` (alpha is
+  // applied once, in the sum); otherwise C = alpha acc (+ C with accumulate).
+  float* const out0 = kPartial ? part + blockIdx.z * g.M * g.N : g.C + o * g.c_o + i * g.c_i;
+  const int64_t om = kPartial ? g.N : g.c_m, on = kPartial ? 1 : g.c_n;
   for (int r = 0; r < TM; ++r) {
     const int64_t m = m0 + tr * TM + r;
     if (m >= M) break;
     for (int c = 0; c < TN; ++c) {
       const int64_t n = n0 + tc * TN + c;
       if (n >= N) break;
-      float* out = C + m * g.c_m + n * g.c_n;
-      if (g.accumulate)
+      float* out = out0 + m * om + n * on;
+      if (kPartial)
+        *out = acc[r][c];
+      else if (g.accumulate)
         *out += g.alpha * acc[r][c];
       else
         *out = g.alpha * acc[r][c];
