@@ -133,6 +133,23 @@ TEST_CASE("every CUDA rung vs the fp64 oracle: u, scores, attn, lse (ragged batc
   }
 }
 
+TEST_CASE("every CUDA rung vs the fp64 oracle with each GEMM kernel forced: 128 x 128, split-K, 16 x 16") {
+  // At these shapes every product picks gemm_small by itself; DeepSeek-V2 shapes take the other two.
+  const Case& c = ragged();
+  const std::pair<int, int> choices[] = {{cuda::mla::kGemmTile, 1}, {cuda::mla::kGemmTile, 3},
+                                         {cuda::mla::kGemmSmallTile, 0}};
+  for (const auto& [tile, split] : choices) {
+    const cuda::mla::ForceGemm force(tile, split);
+    for (const Rung* r : registry().stage(kStage, "cuda")) {
+      CAPTURE(r->key());
+      CAPTURE(tile);
+      CAPTURE(split);
+      const ref::Output<float> o = run(*r, c);
+      CHECK(test::check_output(r->key(), o, c.oracle, c.base, c.in.cache.seqlens));
+    }
+  }
+}
+
 TEST_CASE("flash_mla kernel: split-KV partials merged by the combine kernel, 1 and 2 pages per split") {
   check_flash_splits(ragged(), {1, 2});
 }
@@ -328,6 +345,9 @@ TEST_CASE("bad sizes raise ladder::Error naming the parameter") {
   g.split_k = 0, g.pipeline = 2;
   CHECK_THROWS_WITH_AS(cuda::mla::gemm(g), doctest::Contains("pipeline = 2 violates"), Error);
   g.pipeline = -1;
+  CHECK_THROWS_WITH_AS(cuda::mla::ForceGemm(7, 0), doctest::Contains("ForceGemm: tile = 7 violates"), Error);
+  CHECK_THROWS_WITH_AS(cuda::mla::ForceGemm(cuda::mla::kGemmSmallTile, 2),
+                       doctest::Contains("ForceGemm: split_k = 2 violates"), Error);
   cuda::mla::Weights W{ref::tiny_config()};
   float x = 0;
   int64_t L = 1;

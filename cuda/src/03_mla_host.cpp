@@ -128,7 +128,27 @@ void check_out(const Out& out, bool scores, const char* fn) {
 
 }  // namespace
 
-void gemm(const Gemm& g) {
+namespace {
+int forced_tile = 0, forced_split_k = 0;  // ForceGemm's choice (0, 0: the shapes choose)
+}  // namespace
+
+ForceGemm::ForceGemm(int tile, int split_k) : tile_(forced_tile), split_k_(forced_split_k) {
+  require(tile == 0 || tile == kGemmTile || tile == kGemmSmallTile,
+          "cuda::mla::ForceGemm: tile = {} violates tile in {{0, {}, {}}}", tile, kGemmSmallTile, kGemmTile);
+  require(split_k >= 0 && (split_k <= 1 || tile == kGemmTile),
+          "cuda::mla::ForceGemm: split_k = {} violates split_k >= 0, and split_k <= 1 unless tile = {}", split_k,
+          kGemmTile);
+  forced_tile = tile;
+  forced_split_k = split_k;
+}
+ForceGemm::~ForceGemm() {
+  forced_tile = tile_;
+  forced_split_k = split_k_;
+}
+
+void gemm(const Gemm& given) {
+  Gemm g = given;
+  if (g.tile == 0 && g.split_k == 0) g.tile = forced_tile, g.split_k = forced_split_k;
   require(g.M >= 0 && g.N >= 0 && g.K >= 0, "cuda::mla::gemm: M, N, K = {}, {}, {} violate >= 0", g.M, g.N, g.K);
   require(g.inner >= 1 && g.batch >= 1 && g.batch % g.inner == 0,
           "cuda::mla::gemm: batch = {}, inner = {} violate batch >= 1, inner >= 1, batch % inner == 0", g.batch,

@@ -23,6 +23,22 @@ using ladder::mla::Config;
 // The project GEMM (Gemm: ladder/cuda/mla_kernels.hpp), checked: sizes, strides, pointers.
 void gemm(const Gemm& g);
 
+// For tests: while a ForceGemm is alive, every gemm() call that leaves the kernel to the shapes
+// (tile == 0 and split_k == 0) takes `tile` and `split_k` instead. The rungs' tests run at shapes
+// small enough that every product picks the 16 x 16 kernel; forcing the 128 x 128 kernel or split-K
+// puts the rungs' real operand layouts through the kernels DeepSeek-V2 shapes take. Not thread-safe:
+// one at a time, on the thread that calls the rungs.
+class ForceGemm {
+ public:
+  ForceGemm(int tile, int split_k);
+  ~ForceGemm();
+  ForceGemm(const ForceGemm&) = delete;
+  ForceGemm& operator=(const ForceGemm&) = delete;
+
+ private:
+  int tile_, split_k_;
+};
+
 // Device-resident weights (layouts of ladder::mla::Weights; W_absQ, W_absO only for AM).
 struct Weights {
   Config cfg;
