@@ -77,6 +77,14 @@ std::vector<Case> cases() {
   return r;
 }
 
+// The forward kernels a rung is run with: the `tiled` rung with each of its two kernels (ForceTiled:
+// tiled_wide, 64 rows per tile, the default; tiled_16, the 16-row kernel kept for timing), any other
+// rung once (ForceTiled does not affect it).
+std::vector<int> tiled_kernels(const Rung& r) {
+  if (r.id == "tiled") return {cuda::attention::kWideBr, cuda::attention::kBr};
+  return {cuda::attention::kWideBr};
+}
+
 const std::vector<Case>& all_cases() {
   static const std::vector<Case> c = cases();
   return c;
@@ -101,12 +109,16 @@ TEST_CASE("every CUDA forward rung vs the fp64 oracle (O, L, m) on the small gol
       if (is_backward(*r)) continue;
       CAPTURE(r->key());
       coverage.mark(*r);
-      const Forward<float> y = test::forward<float>(*r, k.p, k.Q, k.K, k.V);
-      for (auto [name, o, c, b] : {std::tuple{"O", &k.O, &y.O, &base.O}, std::tuple{"L", &k.L, &y.L, &base.L},
-                                   std::tuple{"m", &k.m, &y.m, &base.m}}) {
-        CAPTURE(name);
-        const CompareReport rep = compare(*o, *c, *b, test::kForward32);
-        CHECK_MESSAGE(rep.pass, rep.text());
+      for (int rows : tiled_kernels(*r)) {
+        CAPTURE(rows);
+        const cuda::attention::ForceTiled force(rows);
+        const Forward<float> y = test::forward<float>(*r, k.p, k.Q, k.K, k.V);
+        for (auto [name, o, c, b] : {std::tuple{"O", &k.O, &y.O, &base.O}, std::tuple{"L", &k.L, &y.L, &base.L},
+                                     std::tuple{"m", &k.m, &y.m, &base.m}}) {
+          CAPTURE(name);
+          const CompareReport rep = compare(*o, *c, *b, test::kForward32);
+          CHECK_MESSAGE(rep.pass, rep.text());
+        }
       }
     }
   }
@@ -143,11 +155,15 @@ TEST_CASE("fully masked rows: O = 0, L = m = -inf, zero dQ (causal, Nq > Nk)") {
       for (int64_t c = 0; c < 16 * k.p.d; ++c) CHECK(g.dQ.data[size_t(c)] == 0.0f);
       continue;
     }
-    const Forward<float> y = test::forward<float>(*r, k.p, k.Q, k.K, k.V);
-    for (int64_t i = 0; i < 16; ++i) {
-      CHECK(y.L.data[size_t(i)] == -INFINITY);
-      CHECK(y.m.data[size_t(i)] == -INFINITY);
-      for (int64_t c = 0; c < k.p.d; ++c) CHECK(y.O.data[size_t(i * k.p.d + c)] == 0.0f);
+    for (int rows : tiled_kernels(*r)) {
+      CAPTURE(rows);
+      const cuda::attention::ForceTiled force(rows);
+      const Forward<float> y = test::forward<float>(*r, k.p, k.Q, k.K, k.V);
+      for (int64_t i = 0; i < 16; ++i) {
+        CHECK(y.L.data[size_t(i)] == -INFINITY);
+        CHECK(y.m.data[size_t(i)] == -INFINITY);
+        for (int64_t c = 0; c < k.p.d; ++c) CHECK(y.O.data[size_t(i * k.p.d + c)] == 0.0f);
+      }
     }
   }
 }
@@ -223,6 +239,41 @@ TEST_CASE("the tiled kernels' S loop reads K_j and Q_i rows without bank conflic
         for (int l = 0; l < 32; ++l) v_words.push_back(j * ld + l + 32 * k);
         CHECK(bank_ways(v_words) == 1);
       }
+    }
+  }
+}
+
+TEST_CASE("tiled_wide's hot shared-memory reads and its transposed stores are conflict-free") {
+  // cuda/src/02_attention.cu: thread t = 16 ty + tx, warp w holds ty = 2 w, 2 w + 1. Row strides 66
+  // (Qc, Kc: k-major, [16][66]) and 68 (Ps [64][68]); Vc [16][128].
+  constexpr int ld = cuda::attention::kWideBr + 2, pld = cuda::attention::kWideBc + 4;
+  for (int w = 0; w < cuda::attention::kWideThreads / 32; ++w) {
+    for (int c = 0; c < cuda::attention::kWideK; ++c)
+      for (int i = 0; i < 4; ++i) {
+        std::vector<int> q, k, pr, pw, v;
+        for (int l = 0; l < 32; ++l) {
+          const int t = 32 * w + l, ty = t / 16, tx = t % 16;
+          q.push_back(c * ld + 4 * ty + i);              // S: Qc[c][4 ty + i]
+          k.push_back(c * ld + 16 * i + tx);             // S: Kc[c][16 j + tx], j = i
+          pr.push_back((4 * ty + i) * pld + c);          // P V: Ps[4 ty + i][key], key = c
+          pw.push_back((4 * ty + i) * pld + 16 * (c % 4) + tx);  // softmax: Ps[4 ty + i][16 j + tx]
+          v.push_back(c * 128 + 16 * (i % 8) + tx);      // P V: Vc[key][16 k + tx]
+        }
+        CHECK(bank_ways(q) == 1);
+        CHECK(bank_ways(k) == 1);
+        CHECK(bank_ways(pr) == 1);
+        CHECK(bank_ways(pw) == 1);
+        CHECK(bank_ways(v) == 1);
+      }
+    for (int l = 0; l < 4; ++l) {  // the Qc / Kc stores: element e = t + 256 l -> Qc[e % 16][e / 16]
+      std::vector<int> st, st68;
+      for (int lane = 0; lane < 32; ++lane) {
+        const int e = 32 * w + lane + cuda::attention::kWideThreads * l;
+        st.push_back(e % 16 * ld + e / 16);
+        st68.push_back(e % 16 * (ld + 2) + e / 16);
+      }
+      CHECK(bank_ways(st) == 1);
+      CHECK(bank_ways(st68) == 2);  // a stride of 64 + 4 would make them two-way
     }
   }
 }

@@ -41,10 +41,32 @@ void flash(const Problem& p, const float* Q, const float* K, const float* V, flo
   detail::launch_flash_row(k, Q, K, V, O, L, m);
 }
 
-void tiled(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
+namespace {
+int forced_rows = 0;  // ForceTiled's choice (0: the default, tiled_wide)
+}  // namespace
+
+ForceTiled::ForceTiled(int rows) : previous_(forced_rows) {
+  require(rows == kWideBr || rows == kBr, "cuda attention ForceTiled: rows = {} violates rows in {{{}, {}}}", rows,
+          kWideBr, kBr);
+  forced_rows = rows;
+}
+ForceTiled::~ForceTiled() { forced_rows = previous_; }
+
+void tiled_wide(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
+  const Dims k = dims_of(p, "cuda tiled");
+  ladder::attention::check_pointers("cuda tiled", Q, K, V, O, L);
+  detail::launch_tiled_wide(k, Q, K, V, O, L, m);
+}
+
+void tiled_16(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
   const Dims k = dims_of(p, "cuda tiled");
   ladder::attention::check_pointers("cuda tiled", Q, K, V, O, L);
   detail::launch_tiled(k, Q, K, V, O, L, m);
+}
+
+void tiled(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
+  if (forced_rows == kBr) tiled_16(p, Q, K, V, O, L, m);
+  else tiled_wide(p, Q, K, V, O, L, m);
 }
 
 void backward_recompute(const Problem& p, const float* Q, const float* K, const float* V, const float* O,
@@ -100,7 +122,8 @@ ref::BackwardFns backward_wrapper() {
 
 void register_attention_cuda(Registry& r) {
   using namespace ladder::attention;
-  const Tiles tiles{attention::kBr, attention::kBc};  // the kernels' tile sizes, for the counted formulas
+  const Tiles tiles{attention::kBr, attention::kBc};  // the backward's tile sizes, for the counted formulas
+  const Tiles wide{attention::kWideBr, attention::kWideBc};  // the default forward kernel's (tiled_wide)
   auto cost_of = [](auto f) { return [f](const Shape& s) { return f(problem_from_shape(s)); }; };
   r.add({kStage, "naive", "naive: scores, softmax, PV kernels", "S and P in device memory; warp-per-row softmax",
          "cuda", forward_wrapper(&attention::naive), cost_of([](const Problem& p) { return naive_forward_cost(p); }),
@@ -111,8 +134,8 @@ void register_attention_cuda(Registry& r) {
   r.add({kStage, "tiled", "tiled FA2 forward: block per (head, Q tile)",
          "K/V tiles of kBc rows in shared memory, O_i in registers, deferred normalisation", "cuda",
          forward_wrapper(&attention::tiled),
-         cost_of([tiles](const Problem& p) { return tiled_forward_cost(p, tiles); }),
-         "as ref tiled with Br = Bc = 16: K, V read once per Q tile"});
+         cost_of([wide](const Problem& p) { return tiled_forward_cost(p, wide); }),
+         "as ref tiled with Br = Bc = 64 (tiled_wide; tiled_16: 16): K, V read once per Q tile"});
   r.add({kStage, "backward_recompute", "backward with recomputation: block per (head, KV tile)",
          "P rebuilt from Q, K, L per tile; dK, dV in registers; dQ by atomicAdd", "cuda", backward_wrapper(),
          cost_of([tiles](const Problem& p) { return recompute_backward_cost(p, tiles); }),

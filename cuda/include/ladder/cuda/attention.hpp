@@ -20,9 +20,25 @@ using ladder::attention::Problem;
 void naive(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
 // flash (notes Fig. 8): one warp per query row, one pass over its visible keys carrying m, d', o'.
 void flash(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
-// tiled (FA2 Alg. 1): one block per (batch x head, Q tile of kBr rows), K/V tiles of kBc rows in
-// shared memory, deferred normalisation; stores L.
+// tiled (FA2 Alg. 1): one block per (batch x head, Q tile), K/V tiles in shared memory, deferred
+// normalisation; stores L. Two kernels: tiled_wide (64 x 64 tiles, 256 threads, register-tiled S and
+// P V, pipelined; the default since issue 13) and tiled_16 (16 x 16 tiles, 128 threads, the kernel
+// before it, kept for side-by-side timing). tiled() runs tiled_wide unless a ForceTiled says otherwise.
 void tiled(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+void tiled_wide(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+void tiled_16(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+// For tests: while a ForceTiled is alive, tiled() (and so the registered `tiled` rung) runs the kernel
+// with `rows` query rows per tile: kWideBr (tiled_wide) or kBr (tiled_16). Not thread-safe; nests.
+class ForceTiled {
+ public:
+  explicit ForceTiled(int rows);
+  ~ForceTiled();
+  ForceTiled(const ForceTiled&) = delete;
+  ForceTiled& operator=(const ForceTiled&) = delete;
+
+ private:
+  int previous_;
+};
 // backward with recomputation (FA2 Alg. 2): a D = rowsum(dO o O) kernel, then one block per
 // (batch x head, KV tile) accumulating dK_j, dV_j; dQ by atomicAdd from every KV block (not a second
 // pass: one pass over the tiles instead of recomputing S, P and dP per Q tile; the price is a dQ

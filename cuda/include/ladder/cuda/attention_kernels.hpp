@@ -17,6 +17,12 @@ inline constexpr int kBr = 16;           // query rows per tile (tiled, backward
 inline constexpr int kBc = 16;           // key rows per tile
 inline constexpr int kTileThreads = 128;  // threads per tiled/backward block
 inline constexpr int kRowWarps = 4;       // warps (query rows) per flash block
+// The wide forward kernel (tiled_forward_wide, the `tiled` rung's default since issue 13): its own
+// tiles, so the backward's kBr/kBc above stay as they are.
+inline constexpr int kWideBr = 64;        // query rows per block
+inline constexpr int kWideBc = 64;        // keys per KV tile
+inline constexpr int kWideThreads = 256;  // 16 x 16 threads, a 4 x 4 block of S each
+inline constexpr int kWideK = 16;         // head-dim columns of Q_i, K_j (keys of V_j) per pipeline stage
 
 // Row stride (floats) of the tiled/backward kernels' shared Q, K, V, dO tiles: d rounded up to an odd
 // number, so a warp reading 16 rows at one column hits 16 different banks (cuda/src/02_attention.cu).
@@ -30,6 +36,7 @@ void launch_naive_softmax(const Dims& p, const float* S, float* P, float* L, flo
 void launch_naive_pv(const Dims& p, const float* P, const float* V, float* O);
 void launch_flash_row(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
 void launch_tiled(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+void launch_tiled_wide(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
 void launch_backward_D(const Dims& p, const float* O, const float* dO, float* D, float* dQ);
 void launch_backward_kv(const Dims& p, const float* Q, const float* K, const float* V, const float* dO,
                         const float* L, const float* D, float* dQ, float* dK, float* dV);
