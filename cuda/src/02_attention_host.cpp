@@ -132,7 +132,7 @@ void register_attention_cuda(Registry& r) {
          "lanes split d; x_j by warp sum; m, d', o' carried in registers", "cuda", forward_wrapper(&attention::flash),
          cost_of([](const Problem& p) { return flash_forward_cost(p); }), "as ref flash: K, V re-read per row"});
   r.add({kStage, "tiled", "tiled FA2 forward: block per (head, Q tile)",
-         "K/V tiles of kBc rows in shared memory, O_i in registers, deferred normalisation", "cuda",
+         "64-key K/V tiles streamed through shared memory, S and O_i in registers, deferred normalisation", "cuda",
          forward_wrapper(&attention::tiled),
          cost_of([wide](const Problem& p) { return tiled_forward_cost(p, wide); }),
          "as ref tiled with Br = Bc = 64 (tiled_wide; tiled_16: 16): K, V read once per Q tile"});
