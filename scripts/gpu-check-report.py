@@ -45,6 +45,12 @@ def issue_targets(bench, peers):
         if row:
             add("attention fwd tiled faster than the row rung", f"{tiled['ms']:.2f} ms vs {row['ms']:.2f} ms",
                 tiled["ms"] < row["ms"])
+    # A rewritten kernel must not lose to the one it replaced; both are timed in this run (bench_gpu).
+    for key, what in (("tiled_old_over_wide", "tiled forward 64 x 64 faster than the 16 x 16 kernel it replaced"),
+                      ("gemm_old_over_pipelined", "pipelined GEMM K loop faster than the two-barrier loop")):
+        ratio = bench.get(key)
+        if isinstance(ratio, (int, float)) and ratio == ratio:  # present and not NaN
+            add(what, f"old / new time = {ratio:.2f}", ratio > 1)
     acc = rows.get("MLA A_CC_ME full step")
     flash = [r for name, r in rows.items() if name.startswith("MLA flash_mla")]
     if acc and flash:
