@@ -144,6 +144,17 @@ __global__ void flash_row(Dims p, const float* Q, const float* K, const float* V
 
 // ---- tiled (FA2 Alg. 1): one block per (batch x head, Q tile) -------------------------------------
 
+// A Q tile whose rows all see no key (causal, Nq > Nk): O = 0, L = m = -inf, by the block's nt threads
+// (they all return after it, before any barrier).
+__device__ void write_masked_tile(const Dims& p, size_t bh, int r0, int br, float* Oh, float* L, float* m, int nt) {
+  const int t = threadIdx.x;
+  for (int e = t; e < br * p.d; e += nt) Oh[e] = 0.0f;
+  if (t < br) {
+    L[bh * p.Nq + r0 + t] = -INFINITY;
+    if (m) m[bh * p.Nq + r0 + t] = -INFINITY;
+  }
+}
+
 constexpr int kRowThreads = kTileThreads / kBr;  // threads sharing one row's softmax step (8)
 static_assert(kTileThreads % kBr == 0 && 32 % kRowThreads == 0 && kBc % kRowThreads == 0,
               "a row's threads are consecutive lanes of one warp and split the tile's columns evenly");
@@ -199,11 +210,7 @@ __global__ void __launch_bounds__(kTileThreads, 8) tiled_forward(Dims p, int ld,
   const int kmax = last_key(p, r0 + br - 1);
   const int tiles = kmax < 0 ? 0 : kmax / kBc + 1;
   if (tiles == 0) {  // every row fully masked (the same for the whole block): O = 0, L = m = -inf
-    for (int e = t; e < br * d; e += kTileThreads) Oh[e] = 0.0f;
-    if (t < br) {
-      L[bh * p.Nq + r0 + t] = -INFINITY;
-      if (m) m[bh * p.Nq + r0 + t] = -INFINITY;
-    }
+    write_masked_tile(p, bh, r0, br, Oh, L, m, kTileThreads);
     return;
   }
 
@@ -381,11 +388,7 @@ __global__ void __launch_bounds__(kWideThreads, 2)
   const int kmax = last_key(p, r0 + br - 1);  // causal: tiles past the last row's last key are skipped
   const int tiles = kmax < 0 ? 0 : kmax / kWideBc + 1;
   if (tiles == 0) {  // every row fully masked (the same for the whole block): O = 0, L = m = -inf
-    for (int e = t; e < br * d; e += kWideThreads) Oh[e] = 0.0f;
-    if (t < br) {
-      L[bh * p.Nq + r0 + t] = -INFINITY;
-      if (m) m[bh * p.Nq + r0 + t] = -INFINITY;
-    }
+    write_masked_tile(p, bh, r0, br, Oh, L, m, kWideThreads);
     return;
   }
   const int nS = (d + kWideK - 1) / kWideK, per_tile = nS + kWideVStages, stages = tiles * per_tile;
