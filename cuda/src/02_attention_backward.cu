@@ -23,15 +23,12 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "02_attention_common.cuh"
 #include "ladder/cuda/attention_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::attention {
 namespace {
-
-__device__ __forceinline__ int last_key(const Dims& p, int i) {
-  return p.causal ? min(p.Nk - 1, i + p.Nk - p.Nq) : p.Nk - 1;
-}
 
 // D = rowsum(dO o O); dQ's row set to 0 (the KV blocks add into it). D is summed in the order in which
 // backward_kv sums dP = dO V^T: two chains over alternate columns (c = 0, 2, 4, ... and c = 1, 3, ...),
@@ -51,7 +48,7 @@ __global__ void backward_D(Dims p, const float* O, const float* dO, float* D, fl
   if (lane == 0) D[row] = s;
 }
 
-// Register tiles, as in the forward (cuda/src/02_attention.cu): a thread that computes an a x b block of
+// Register tiles, as in the forward (cuda/src/02_attention_tiled.cu): a thread that computes an a x b block of
 // a product loads a + b operands per step of its reduction for a b multiply-adds.
 //   S, dP      2 x 2 entries of each per thread pair, each thread half of the head dim (columns of one
 //              parity), joined by one shuffle: 8 loads for 8 FMAs (one entry per thread: 4 loads for 2).
@@ -184,8 +181,6 @@ __global__ void __launch_bounds__(kTileThreads, 6) backward_kv(Dims p, int ld, c
     }
   }
 }
-
-unsigned blocks_for(size_t n, int per_block) { return (unsigned)((n + per_block - 1) / per_block); }
 
 }  // namespace
 
