@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kTileThreads, 8) tiled_forward(Dims p, int ld,
 // tiled_forward above runs at 12.1 TFLOP/s on an H200, 20 % of the fp32 FMA floor (B8 N4096 d128):
 // 16 x 16 tiles, 3 barriers per 16 keys, 1 shared load per FMA in S and 0.5 in P V. This kernel is the
 // same algorithm (FA2 Alg. 1, the §3.7 merge, deferred normalisation, the masking rules above) with
-// the stage-03 GEMM's shape (gemm_batched in 03_mla.cu: k-major padded shared tiles, a register tile
+// the stage-03 GEMM's shape (gemm_batched in 03_mla_gemm.cu: k-major padded shared tiles, a register tile
 // per thread, a software-pipelined loop with one barrier per stage):
 //
 //   block   256 threads = 16 x 16, per (batch x head, Q tile of kWideBr = 64 rows); K_j, V_j tiles of

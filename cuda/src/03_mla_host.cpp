@@ -1,6 +1,6 @@
 // cuda/src/03_mla_host.cpp -- the checked host API of the stage-03 kernels (ladder/cuda/mla.hpp) and
 // their registry entries. Sizes are validated here (ladder::Error naming the parameter); each rung is
-// the sequence of launches of cuda/src/03_mla.cu and 03_mla_flash.cu that mirrors its reference in
+// the sequence of launches of cuda/src/03_mla*.cu that mirrors its reference in
 // ladder/mla/*.hpp step for step, with scratch in DeviceBuffers. The registry entries (backend "cuda")
 // take the references' prepare (the cache layouts are host data) -- except AM, whose absorbed matrices
 // come from the device GEMM -- and a decode that uploads, launches and downloads, so tests, the CLI and

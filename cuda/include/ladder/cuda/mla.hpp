@@ -1,4 +1,4 @@
-// ladder/cuda/mla.hpp -- host API of the stage-03 CUDA rungs (cuda/src/03_mla.cu, 03_mla_flash.cu).
+// ladder/cuda/mla.hpp -- host API of the stage-03 CUDA rungs (cuda/src/03_mla*.cu).
 //
 // Every pointer is a DEVICE pointer (ladder::cuda::DeviceBuffer<T>::data()); layouts are those of the
 // references (ladder/mla.hpp): weights nn.Linear [out, in], caches as mla::Prepared holds them, all

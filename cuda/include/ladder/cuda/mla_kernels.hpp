@@ -33,7 +33,7 @@ struct Gemm {
   // gemm_batched's K-loop schedule (gemm_small ignores it): -1 the default, which is 1; 1 pipelined (the next
   // step's tiles loaded into registers during this step's FMAs, two shared buffers, one barrier per step);
   // 0 the schedule before issue 13 (copy, barrier, FMAs, barrier), kept so bench_gpu can time both in one
-  // run. Same bits either way (cuda/src/03_mla.cu).
+  // run. Same bits either way (cuda/src/03_mla_gemm.cu).
   int pipeline = -1;
 };
 
@@ -43,7 +43,7 @@ inline constexpr int kGemmRegs = 8;           // outputs per thread along each s
 inline constexpr int kGemmThreads = (kGemmTile / kGemmRegs) * (kGemmTile / kGemmRegs);  // 256
 static_assert(kGemmTile * kGemmK % kGemmThreads == 0, "gemm_batched: each thread copies whole elements of a tile");
 inline constexpr int kGemmSmallTile = 16;     // gemm_small: 16 x 16 outputs per block, one per thread
-// The kernel choice (cuda/src/03_mla.cu), from the shapes only -- never from a device query, so a
+// The kernel choice (cuda/src/03_mla_gemm.cu), from the shapes only -- never from a device query, so a
 // product's bits do not depend on the device it ran on:
 //   1. gemm_batched's 128 x 128 tiles when they give every SM of an H100/H200 (132) at least one block;
 //   2. else gemm_batched split-K: K cut into S contiguous slices, S = ceil(132 / tiles) so tiles * S
