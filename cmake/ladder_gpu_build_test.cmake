@@ -22,7 +22,7 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "gpu_build: configuring LADDER_CUDA=GPU failed (${rc})")
 endif()
 set(targets ladder_cuda ladder_shared ladder test_01_softmax_cuda test_02_attention_cuda test_03_mla_cuda
-            test_04_moe_cuda test_05_eplb_cuda bench_gpu gpu_probe)
+            test_03_mla_cuda_gemm test_04_moe_cuda test_05_eplb_cuda bench_gpu gpu_probe)
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${BINARY} -j ${JOBS} --target ${targets} RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "gpu_build: compiling the GPU build failed (${rc})")

@@ -11,3 +11,7 @@ ladder_add_test(test_03_mla
 ladder_add_test(test_03_mla_cuda
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda_planted.cu
   LIBS ladder_cuda ladder_core SIMT)
+# The GEMM kernels (cuda/src/03_mla_gemm.cu) vs Eigen, the same way: every schedule, and once under TSan.
+ladder_add_test(test_03_mla_cuda_gemm
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda_gemm.cpp
+  LIBS ladder_cuda ladder_core SIMT)

@@ -12,7 +12,7 @@
 // thread). The choice depends on the shapes only (gemm_tile, gemm_split in mla_kernels.hpp). The small
 // kernels around it (RMSNorm, RoPE, softmax, copies) are 03_mla.cu; grid_for is 03_mla_common.cuh.
 // Compiled by nvcc for sm_80/sm_90 and by g++ through cuda/simt, where the tests
-// (tests/test_03_mla_cuda.cpp: against Eigen and through the rungs) run it in three
+// (tests/test_03_mla_cuda_gemm.cpp against Eigen, test_03_mla_cuda.cpp through the rungs) run it in three
 // schedules and under TSan; this file includes no fmt (nvcc 13 cannot compile it).
 #include "03_mla_common.cuh"
 #include "ladder/cuda/mla_kernels.hpp"
