@@ -20,6 +20,11 @@ if(LADDER_TSAN OR LADDER_ASAN)
 endif()
 set(LADDER_GPU ON)
 
+# gpu_check: every binary a device run needs -- the CUDA test binaries (ladder_gpu_add_test ... SIMT adds
+# each), bench_gpu and gpu_probe (bench/gpu) -- so `--target gpu_check` (scripts/gpu-check's default
+# GPU_CHECK_TARGETS, the ctest gpu_build) cannot miss a test binary added later.
+add_custom_target(gpu_check)
+
 if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
   find_program(LADDER_GPU_NVCC nvcc PATHS /usr/local/cuda/bin)
   if(NOT LADDER_GPU_NVCC)
@@ -97,6 +102,7 @@ function(ladder_gpu_add_test name)
   add_test(NAME ${name} COMMAND ${name})
   if(T_SIMT)
     set_tests_properties(${name} PROPERTIES LABELS gpu)
+    add_dependencies(gpu_check ${name})
   elseif(T_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}")
   else()

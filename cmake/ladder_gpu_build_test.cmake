@@ -1,7 +1,7 @@
 # cmake/ladder_gpu_build_test.cmake -- the ctest "gpu_build" (label gpu-build, tests/gpu.cmake): configure
 # the native GPU build (LADDER_CUDA=GPU) in BINARY and compile and link the targets a device would run:
 # every .cu by nvcc (CMake's CUDA language), every host file with LADDER_GPU=1, libladder.so, the CLI,
-# the CUDA test binaries and bench_gpu. No device is needed to link. One architecture (ARCH) keeps it
+# the CUDA test binaries and bench_gpu (target gpu_check, cmake/ladder_gpu.cmake). No device is needed to link. One architecture (ARCH) keeps it
 # cheap; nvcc_check covers sm_80 and sm_90 in the same CI.
 #   cmake -DSOURCE=<root> -DBINARY=<dir> -DARCH=90 [-DLAUNCHER=ccache] [-DJOBS=2] -P ladder_gpu_build_test.cmake
 foreach(v SOURCE BINARY ARCH)
@@ -21,8 +21,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} ${args} RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "gpu_build: configuring LADDER_CUDA=GPU failed (${rc})")
 endif()
-set(targets ladder_cuda ladder_shared ladder test_01_softmax_cuda test_02_attention_cuda test_03_mla_cuda
-            test_03_mla_cuda_gemm test_04_moe_cuda test_05_eplb_cuda bench_gpu gpu_probe)
+set(targets ladder_cuda ladder_shared ladder gpu_check)  # gpu_check: every CUDA test binary, bench_gpu, gpu_probe
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${BINARY} -j ${JOBS} --target ${targets} RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "gpu_build: compiling the GPU build failed (${rc})")
