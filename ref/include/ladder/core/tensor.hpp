@@ -32,7 +32,12 @@ inline int64_t numel(const Shape& s) {
 }
 inline std::string shape_str(const Shape& s) {
   std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i) {
+    // appended piece by piece: `const char* + std::string` (an insert at position 0) drew a false
+    // -Wstringop-overflow from GCC 12 in the Python module's LTO link (a bound "between 2^63 + 1 and 2^64 - 1")
+    if (i) r += ", ";
+    r += std::to_string(s[i]);
+  }
   return r + "]";
 }
 
