@@ -21,8 +21,8 @@ endif()
 set(LADDER_GPU ON)
 
 # gpu_check: every binary a device run needs -- the CUDA test binaries (ladder_gpu_add_test ... SIMT adds
-# each), bench_gpu and gpu_probe (bench/gpu) -- so `--target gpu_check` (scripts/gpu-check's default
-# GPU_CHECK_TARGETS, the ctest gpu_build) cannot miss a test binary added later.
+# each), bench_gpu and gpu_probe (bench/gpu) -- so `--target gpu_check` (the ctest gpu_build; the quick
+# device run GPU_CHECK_TARGETS=gpu_check scripts/gpu-check) cannot miss a test binary added later.
 add_custom_target(gpu_check)
 
 if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})

@@ -1,8 +1,8 @@
 # cmake/ladder_gpu_build_test.cmake -- the ctest "gpu_build" (label gpu-build, tests/gpu.cmake): configure
 # the native GPU build (LADDER_CUDA=GPU) in BINARY and compile and link the targets a device would run:
 # every .cu by nvcc (CMake's CUDA language), every host file with LADDER_GPU=1, libladder.so, the CLI,
-# the CUDA test binaries and bench_gpu (target gpu_check, cmake/ladder_gpu.cmake). No device is needed to link. One architecture (ARCH) keeps it
-# cheap; nvcc_check covers sm_80 and sm_90 in the same CI.
+# the CUDA test binaries and bench_gpu (target gpu_check, cmake/ladder_gpu.cmake). No device is needed
+# to link. One architecture (ARCH) keeps it cheap; nvcc_check covers sm_80 and sm_90 in the same CI.
 #   cmake -DSOURCE=<root> -DBINARY=<dir> -DARCH=90 [-DLAUNCHER=ccache] [-DJOBS=2] -P ladder_gpu_build_test.cmake
 foreach(v SOURCE BINARY ARCH)
   if(NOT DEFINED ${v})
