@@ -32,15 +32,17 @@ const bool kOneOmpThread = [] {
   return true;
 }();
 #endif
+
+std::vector<float> normals(Rng& rng, int64_t n) {  // n standard-normal floats
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = float(rng.normal());
+  return v;
+}
 }  // namespace
 
 TEST_CASE("the GEMM kernels vs Eigen: awkward M, N, K; batched with an inner index; lens; accumulate; A B form") {
   Rng rng(5);
-  auto rnd = [&rng](int64_t n) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = float(rng.normal());
-    return v;
-  };
+  auto rnd = [&rng](int64_t n) { return normals(rng, n); };
   for (int64_t M : {1, 17, 130}) {
     for (int64_t N : {1, 16, 33, 131}) {
       for (int64_t K : {1, 15, 40}) {
@@ -111,11 +113,7 @@ TEST_CASE("split-K GEMM vs Eigen: K clipped per sequence (lens on K), slices pas
   // random: without accumulate it is overwritten where used. Slices: S = 1: 203 (26 K steps, the last of
   // 3 k); S = 2: 104 + 99; S = 5: 48 x 4 + 11; S = 7: 32 x 6 + 11. Each in both gemm_batched schedules.
   Rng rng(6);
-  auto rnd = [&rng](int64_t n) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = float(rng.normal());
-    return v;
-  };
+  auto rnd = [&rng](int64_t n) { return normals(rng, n); };
   const int64_t M = 33, N = 20, K = 203, Z = 2;
   const std::vector<int64_t> lens = {K, 50};
   const std::vector<float> A = rnd(Z * M * K), Bm = rnd(Z * K * N), C0 = rnd(Z * M * N);
