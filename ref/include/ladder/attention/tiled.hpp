@@ -25,12 +25,9 @@
 // once in the library (plain Eigen expressions in their place give the same bits). The buffers stand for on-chip memory: loading Q_i
 // (scaled by `scale` on the way, so S = Q_i K_j^T needs no extra pass), K_j and V_j, and storing O_i
 // and L_i are the only accesses to the [B,H,N,d] arrays, and are what Traffic counts.
-//
-// The buffers are dp = d rounded up to 64 bytes (16 floats, 8 doubles) wide, the columns past d zero:
-// Eigen's GEMM kernels work in whole SIMD vectors, and O_i += P V_j with an output 111 wide ran at 0.81x
-// the rate of one 112 wide (115 vs 142 GFLOP/s, one AVX-512 core, 256 x 256 tiles); the zero columns add
-// exactly 0 to S and stay 0 in O. FlashAttention-2's interface pads the head dim the same way (to a
-// multiple of 8; q, k, v are round_multiple(head_size, 8) wide in csrc/flash_attn/flash_api.cpp).
+// The buffers are dp = tile::width(d) wide, d rounded up to a 64-byte line with zero columns past d
+// (tile_ops.hpp: Eigen's kernels are ~20 % slower on a ragged width; the zeros add exactly 0 to S and
+// stay 0 in O).
 #pragma once
 #include "ladder/core/eigen.hpp"
 #include <cmath>
@@ -45,13 +42,6 @@
 namespace ladder::attention {
 
 namespace detail {
-// The tile buffers' width: d rounded up to a whole 64-byte line (see the header comment).
-template <class T>
-constexpr int64_t tile_width(int64_t d) {
-  constexpr int64_t line = 64 / static_cast<int64_t>(sizeof(T));
-  return (d + line - 1) / line * line;
-}
-
 // Number of keys of the KV blocks a Q block with rows [r0, r0 + br) must visit (whole blocks).
 inline int64_t keys_visited(const Problem& p, int64_t r0, int64_t br, int64_t Bc) {
   const int64_t kmax = p.last_key(r0 + br - 1);
@@ -67,7 +57,7 @@ LADDER_LAB_ENTRY void tiled_forward(const Problem& p, const T* Q, const T* K, co
   check_problem(p, "tiled");
   check_pointers("tiled", Q, K, V, O, L);
   check_tiles(tiles);
-  const int64_t Nq = p.Nq, Nk = p.Nk, d = p.d, dp = detail::tile_width<T>(d);
+  const int64_t Nq = p.Nq, Nk = p.Nk, d = p.d, dp = tile::width<T>(d);
   const int64_t Br = std::min(tiles.Br, Nq), Bc = std::min(tiles.Bc, Nk);
   const int64_t Tr = (Nq + Br - 1) / Br;
   const T inf = std::numeric_limits<T>::infinity();

@@ -47,13 +47,16 @@ LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* 
   check_problem(p, "recompute backward");
   check_pointers("recompute backward", Q, K, V, O, dO, L, dQ, dK, dV, D);
   check_tiles(tiles);
-  const int64_t Nq = p.Nq, Nk = p.Nk, d = p.d;
+  const int64_t Nq = p.Nq, Nk = p.Nk, d = p.d, dp = tile::width<T>(d);
   const int64_t Br = std::min(tiles.Br, Nq), Bc = std::min(tiles.Bc, Nk);
   const T inf = std::numeric_limits<T>::infinity();
 
 #pragma omp parallel
   {
-    Mat<T> Qi(Br, d), dOi(Br, d), Kj(Bc, d), Vj(Bc, d), dKj(Bc, d), dVj(Bc, d), P(Br, Bc), dS(Br, Bc);
+    // The tile buffers, dp wide as in tiled.hpp (tile_ops.hpp): the loads write the first d columns and
+    // the rest stay 0, so the gradients' extra columns accumulate exactly 0; only the first d are stored.
+    Mat<T> Qi = Mat<T>::Zero(Br, dp), dOi = Mat<T>::Zero(Br, dp), Kj = Mat<T>::Zero(Bc, dp), Vj = Mat<T>::Zero(Bc, dp);
+    Mat<T> dQi = Mat<T>::Zero(Br, dp), dKj(Bc, dp), dVj(Bc, dp), P(Br, Bc), dS(Br, Bc);
     Vec<T> Li(Br), Di(Br);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < p.heads(); ++bh) {
@@ -71,8 +74,8 @@ LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* 
         auto v = Vj.topRows(bc);
         auto dk = dKj.topRows(bc);
         auto dv = dVj.topRows(bc);
-        k = ConstMatMap<T>(K + (koff + c0) * d, bc, d);
-        v = ConstMatMap<T>(V + (koff + c0) * d, bc, d);
+        k.leftCols(d) = ConstMatMap<T>(K + (koff + c0) * d, bc, d);
+        v.leftCols(d) = ConstMatMap<T>(V + (koff + c0) * d, bc, d);
         rd += 2 * bc * d;
         dk.setZero();
         dv.setZero();
@@ -81,20 +84,22 @@ LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* 
           const int64_t br = std::min(Br, Nq - r0);
           auto q = Qi.topRows(br);
           auto g = dOi.topRows(br);
-          q = T(p.scale) * ConstMatMap<T>(Q + (qoff + r0) * d, br, d);
-          g = ConstMatMap<T>(dO + (qoff + r0) * d, br, d);
+          auto dq = dQi.topRows(br);
+          q.leftCols(d) = T(p.scale) * ConstMatMap<T>(Q + (qoff + r0) * d, br, d);
+          g.leftCols(d) = ConstMatMap<T>(dO + (qoff + r0) * d, br, d);
+          dq.leftCols(d) = ConstMatMap<T>(dQ + (qoff + r0) * d, br, d);  // dQ_i: read here, written back below
           Li.head(br) = Eigen::Map<const Vec<T>>(L + qoff + r0, br);
           Di.head(br) = Eigen::Map<const Vec<T>>(D + qoff + r0, br);
-          MatMap<T> dq(dQ + (qoff + r0) * d, br, d);  // dQ_i: read here, written back below
           rd += 3 * br * d + 2 * br;
           wr += br * d;
 
           auto pt = P.topLeftCorner(br, bc);
           auto ds = dS.topLeftCorner(br, bc);
           // TODO(lab: recompute_tile): notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (tile::nt(q, k, pt); hidden entries and L = -inf rows 0); dV_j += P^T dO_i (tile::tn_add(pt, g, dv)); dP = dO_i V_j^T into ds (tile::nt); dS = P o (dP - D_i) in ds; dQ_i += scale dS K_j (tile::nn_add(T(p.scale), ds, k, dq)); dK_j += scale dS^T Q_i (tile::tn_add).
+          MatMap<T>(dQ + (qoff + r0) * d, br, d) = dq.leftCols(d);
         }
-        MatMap<T>(dK + (koff + c0) * d, bc, d) = dk;
-        MatMap<T>(dV + (koff + c0) * d, bc, d) = dv;
+        MatMap<T>(dK + (koff + c0) * d, bc, d) = dk.leftCols(d);
+        MatMap<T>(dV + (koff + c0) * d, bc, d) = dv.leftCols(d);
         wr += 2 * bc * d;
       }
       if (traffic) traffic->add(rd, wr);
