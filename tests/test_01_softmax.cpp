@@ -258,6 +258,36 @@ TEST_CASE("vectorised rungs: every row length around the lane width, NaN in any 
   CHECK(d == doctest::Approx(2 * std::exp(-2.0) + 5).epsilon(1e-15));
 }
 
+TEST_CASE("vectorised rungs: streaming stores and the next-row prefetch leave every bit as it is") {
+  // An output of kStreamBytes or more is written with streaming stores from the first packet-aligned
+  // element of each row, and rows this short prefetch the next one: hints to the memory system only.
+  // Each row computed alone (plain stores, no prefetch) must give the same bits, wherever y starts
+  // (every offset within a packet, so one of them is aligned and the others peel a partial packet) and
+  // in place (y = x).
+  constexpr int64_t W = softmax::vec::kWidth<float>, cols = 4099;
+  const int64_t rows = softmax::vec::kStreamBytes / (cols * static_cast<int64_t>(sizeof(float))) + 1;
+  REQUIRE(rows * cols * static_cast<int64_t>(sizeof(float)) >= softmax::vec::kStreamBytes);
+  std::vector<float> x(static_cast<size_t>(rows * cols)), buf(x.size() + W), plain(x.size());
+  Rng rng(5);
+  for (auto& v : x) v = static_cast<float>(4.0 * rng.normal());
+  x[7] = -INFINITY;
+  using Row = void (*)(const float*, float*, int64_t, const float*, bool);
+  using Rows = void (*)(const float*, float*, int64_t, int64_t);
+  const std::pair<Row, Rows> rungs[] = {{&softmax::safe_vec_row<float>, &softmax::safe_vec_rows<float>},
+                                        {&softmax::online_vec_row<float>, &softmax::online_vec_rows<float>}};
+  for (const auto& [row, all] : rungs) {
+    for (int64_t r = 0; r < rows; ++r) row(&x[r * cols], &plain[r * cols], cols, nullptr, false);
+    for (int64_t off = 0; off < W; ++off) {
+      all(x.data(), buf.data() + off, rows, cols);
+      CHECK_MESSAGE(std::equal(plain.begin(), plain.end(), buf.begin() + off),
+                    "streamed output at offset " << off << " differs from the row-by-row output");
+    }
+    std::vector<float> inplace = x;
+    all(inplace.data(), inplace.data(), rows, cols);
+    CHECK_MESSAGE(inplace == plain, "in-place streamed output differs from the row-by-row output");
+  }
+}
+
 TEST_CASE("cost: memory accesses per element 3 / 4 / 3 and bytes as a formula of the shape") {
   const Shape s{3, 5};
   const auto& reg = registry();

@@ -39,6 +39,9 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#if defined(__SSE2__)
+#include <immintrin.h>  // streaming stores, _mm_sfence
+#endif
 
 #include "ladder/softmax.hpp"
 
@@ -96,22 +99,104 @@ void for_packets(const T* x, int64_t V, F&& f) {
   }
 }
 
+// How the last pass writes y, the same for both rungs; neither changes a bit of the result.
+// * Prefetch: while it computes this row, the pass asks for the next row's lines (where the rows
+//   function passes it: rows of at most kPrefetchRowBytes), so the next row's reads from memory overlap
+//   this row's exps instead of stalling its first pass.
+// * Streaming stores: when the whole output is at least kStreamBytes, full packets of y go out with
+//   non-temporal stores (x86: _mm*_stream_ps/pd), which skip the read of each line that an ordinary
+//   store of a line not in the cache costs (read for ownership), and do not evict x. Only where y is
+//   packet-aligned (the row's first elements up to that point go through one padded packet); a smaller
+//   output stays in the cache for whoever reads it next.
+// At 64M floats in rows of 4096 (AVX-512 Xeon, 2 threads) the two together took safe_vec from 36-37 ms
+// to 29-30 ms and online_vec from 38-40 ms to 30 ms; either alone gained 3-7 %.
+constexpr int64_t kStreamBytes = int64_t{32} << 20;
+constexpr int64_t kPrefetchRowBytes = int64_t{256} << 10;
+
+// Whether this build has a streaming store for T's packet (x86: 16, 32, 64 bytes with SSE2, AVX, AVX-512;
+// told apart by size, since the vector types themselves make poor template arguments).
+template <class T>
+constexpr bool kCanStream =
+#if defined(__SSE2__)
+    sizeof(Packet<T>) == 16
+#if defined(__AVX__)
+    || sizeof(Packet<T>) == 32
+#endif
+#if defined(__AVX512F__)
+    || sizeof(Packet<T>) == 64
+#endif
+#else
+    false
+#endif
+    ;
+
+// A non-temporal store of one packet to a packet-aligned p (only called where kCanStream<T>).
+template <class T>
+void stream_packet(T* p, const Packet<T>& v) {
+  static_assert(kCanStream<T> && (std::is_same_v<T, float> || std::is_same_v<T, double>),
+                "stream_packet: no streaming store for this packet type");
+  constexpr bool f = std::is_same_v<T, float>;
+  constexpr size_t bytes = sizeof(Packet<T>);
+#if defined(__SSE2__)
+  if constexpr (bytes == 16 && f) _mm_stream_ps(p, v);
+  if constexpr (bytes == 16 && !f) _mm_stream_pd(p, v);
+#endif
+#if defined(__AVX__)
+  if constexpr (bytes == 32 && f) _mm256_stream_ps(p, v);
+  if constexpr (bytes == 32 && !f) _mm256_stream_pd(p, v);
+#endif
+#if defined(__AVX512F__)
+  if constexpr (bytes == 64 && f) _mm512_stream_ps(p, v);
+  if constexpr (bytes == 64 && !f) _mm512_stream_pd(p, v);
+#endif
+}
+
 // y_i = e^{x_i - m} / d over the row (Alg. 2 lines 9-11 / Alg. 3 lines 6-8), as e^{x_i - m} * (1 / d):
 // a vector division costs about as much as the packet exp with AVX-512 (one more rounding, within the
-// tolerance rule; the scalar rungs keep the textbook / d). y may alias x.
+// tolerance rule; the scalar rungs keep the textbook / d). y may alias x. next: the next row's x to
+// prefetch, or null; stream: write y with streaming stores (see above).
 template <class T>
-void normalise(const T* x, T* y, int64_t V, T m, T d) {
-  const Packet<T> pm = ei::pset1<Packet<T>>(m), pinv = ei::pset1<Packet<T>>(T(1) / d);
-  for_packets(x, V, [&](const Packet<T>& xp, int64_t j, int64_t n) {
-    const Packet<T> yp = ei::pmul(exp_shifted<T>(xp, pm), pinv);
-    if (n == kWidth<T>) {
-      ei::pstoreu(y + j, yp);
-    } else {
-      alignas(64) T out[kWidth<T>];
-      ei::pstoreu(out, yp);
-      std::copy(out, out + n, y + j);
+void normalise(const T* x, T* y, int64_t V, T m, T d, const T* next = nullptr, bool stream = false) {
+  using P = Packet<T>;
+  constexpr int64_t W = kWidth<T>, line = 64 / static_cast<int64_t>(sizeof(T));
+  const P pm = ei::pset1<P>(m), pinv = ei::pset1<P>(T(1) / d);
+  auto value = [&](const P& xp) { return ei::pmul(exp_shifted<T>(xp, pm), pinv); };
+  // y[a, b), fewer than W elements, through one packet padded with -inf: the same packet code as the
+  // whole packets (each lane's result depends on its own element only, so bits do not depend on where a
+  // packet starts).
+  auto partial = [&](int64_t a, int64_t b) {
+    if (a >= b) return;
+    alignas(64) T buf[W];
+    std::fill(buf, buf + W, -std::numeric_limits<T>::infinity());
+    std::copy(x + a, x + b, buf);
+    ei::pstoreu(buf, value(ei::ploadu<P>(buf)));
+    std::copy(buf, buf + (b - a), y + a);
+  };
+  int64_t j = 0;
+  bool streamed = false;
+  if constexpr (kCanStream<T>) {  // streaming stores need packet-aligned y: whole packets start there
+    const auto addr = reinterpret_cast<uintptr_t>(y);
+    streamed = stream && addr % sizeof(T) == 0;
+    if (streamed) {
+      j = std::min<int64_t>(V, (W - static_cast<int64_t>(addr / sizeof(T)) % W) % W);
+      partial(0, j);
     }
-  });
+  }
+  for (; j + W <= V; j += W) {
+    if (next && j % line < W) __builtin_prefetch(next + (j - j % line));  // about one per 64-byte line
+    const P yp = value(ei::ploadu<P>(x + j));
+    if constexpr (kCanStream<T>) {
+      if (streamed) {
+        stream_packet<T>(y + j, yp);
+        continue;
+      }
+    }
+    ei::pstoreu(y + j, yp);
+  }
+  partial(j, V);
+#if defined(__SSE2__)
+  if (streamed) _mm_sfence();  // streaming stores are weakly ordered: make them visible before returning
+#endif
 }
 
 // One lane's state (m_b, d_b) added to d at the final maximum m >= m_b: d += d_b e^{m_b - m}. A lane
@@ -122,8 +207,9 @@ void merge_into(T m, T& d, T m_b, T d_b) {
 }
 }  // namespace vec
 
+// next, stream: how the last pass writes y (normalise); the defaults write it like any other store.
 template <class T>
-void online_vec_row(const T* x, T* y, int64_t V) {
+void online_vec_row(const T* x, T* y, int64_t V, const T* next = nullptr, bool stream = false) {
   using namespace vec;
   using P = Packet<T>;
   constexpr int64_t W = kWidth<T>, step = kOnlineStep<T>;
@@ -177,11 +263,11 @@ void online_vec_row(const T* x, T* y, int64_t V) {
     std::fill(y, y + V, T(0));
     return;
   }
-  normalise(x, y, V, mm, dd);
+  normalise(x, y, V, mm, dd, next, stream);
 }
 
 template <class T>
-void safe_vec_row(const T* x, T* y, int64_t V) {
+void safe_vec_row(const T* x, T* y, int64_t V, const T* next = nullptr, bool stream = false) {
   using namespace vec;
   using P = Packet<T>;
   P mp = ei::pset1<P>(-std::numeric_limits<T>::infinity()), dp = ei::pset1<P>(T(0));
@@ -195,12 +281,27 @@ void safe_vec_row(const T* x, T* y, int64_t V) {
   }
   const P pm = ei::pset1<P>(m);
   for_packets(x, V, [&](const P& xp, int64_t, int64_t) { dp = ei::padd(dp, exp_shifted<T>(xp, pm)); });  // lines 5-8
-  normalise(x, y, V, m, ei::predux(dp));  // Alg. 2 lines 9-11
+  normalise(x, y, V, m, ei::predux(dp), next, stream);  // Alg. 2 lines 9-11
 }
 
+namespace vec {
+// for_each_row (softmax.hpp) for the vectorised rungs: the same rows on the same threads, and each row
+// is told the next one (to prefetch, where rows are short) and whether the output is large enough to
+// stream.
 template <class T>
-void online_vec_rows(const T* x, T* y, int64_t rows, int64_t cols) { for_each_row(&online_vec_row<T>, x, y, rows, cols); }
+void rows_vec(void (*row)(const T*, T*, int64_t, const T*, bool), const T* x, T* y, int64_t rows, int64_t cols) {
+  check_rows(x, y, rows, cols);
+  const bool prefetch = cols * static_cast<int64_t>(sizeof(T)) <= kPrefetchRowBytes;
+  const bool stream = rows * cols * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (int64_t r = 0; r < rows; ++r)
+    row(x + r * cols, y + r * cols, cols, prefetch && r + 1 < rows ? x + (r + 1) * cols : nullptr, stream);
+}
+}  // namespace vec
+
 template <class T>
-void safe_vec_rows(const T* x, T* y, int64_t rows, int64_t cols) { for_each_row(&safe_vec_row<T>, x, y, rows, cols); }
+void online_vec_rows(const T* x, T* y, int64_t rows, int64_t cols) { vec::rows_vec(&online_vec_row<T>, x, y, rows, cols); }
+template <class T>
+void safe_vec_rows(const T* x, T* y, int64_t rows, int64_t cols) { vec::rows_vec(&safe_vec_row<T>, x, y, rows, cols); }
 
 }  // namespace ladder::softmax
