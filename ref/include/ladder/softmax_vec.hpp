@@ -108,8 +108,8 @@ void for_packets(const T* x, int64_t V, F&& f) {
 //   store of a line not in the cache costs (read for ownership), and do not evict x. Only where y is
 //   packet-aligned (the row's first elements up to that point go through one padded packet); a smaller
 //   output stays in the cache for whoever reads it next.
-// At 64M floats in rows of 4096 (AVX-512 Xeon, 2 threads) the two together took safe_vec from 36-37 ms
-// to 29-30 ms and online_vec from 38-40 ms to 30 ms; either alone gained 3-7 %.
+// At 64M floats in rows of 4096 (AVX-512 Xeon, 2 threads, make bench) the two together took safe_vec
+// from 40.5 to 30.5 ms and online_vec from 42.8 to 32.1 ms; either alone gained 3-7 % (side by side).
 constexpr int64_t kStreamBytes = int64_t{32} << 20;
 constexpr int64_t kPrefetchRowBytes = int64_t{256} << 10;
 
