@@ -110,20 +110,23 @@ LADDER_LAB_ENTRY void tiled_forward(const Problem& p, const T* Q, const T* K, co
         // lab:end
       }
 
-      // lab:todo(tiled_finish) FA2's deferred normalisation: O[row] = O_i[r] / l (the first d of O_i's dp columns), L[row] = m + log l, m[row] if m is not null; a fully masked row (l = 0) gets O = 0, L = -inf.
-      for (int64_t r = 0; r < br; ++r) {  // deferred normalisation, store O_i and L_i
-        const int64_t row = bh * Nq + r0 + r;
-        Eigen::Map<RowVec<T>> out(O + row * d, d);
-        if (li(r) == T(0)) {  // fully masked row
-          out.setZero();
-          L[row] = -inf;
-        } else {
-          out = o.row(r).head(d) / li(r);
-          L[row] = mi(r) + std::log(li(r));
+      {  // Here `o` is O_i's first d columns (the buffer is dp wide; the rest is padding, see above).
+        auto o = Oi.topLeftCorner(br, d);
+        // lab:todo(tiled_finish) FA2's deferred normalisation: O[row] = O_i[r] / l, L[row] = m + log l, m[row] if m is not null; a fully masked row (l = 0) gets O = 0, L = -inf.
+        for (int64_t r = 0; r < br; ++r) {  // deferred normalisation, store O_i and L_i
+          const int64_t row = bh * Nq + r0 + r;
+          Eigen::Map<RowVec<T>> out(O + row * d, d);
+          if (li(r) == T(0)) {  // fully masked row
+            out.setZero();
+            L[row] = -inf;
+          } else {
+            out = o.row(r) / li(r);
+            L[row] = mi(r) + std::log(li(r));
+          }
+          if (m) m[row] = mi(r);
         }
-        if (m) m[row] = mi(r);
+        // lab:end
       }
-      // lab:end
       wr += br * d + br;
       if (traffic) traffic->add(rd, wr);
     }

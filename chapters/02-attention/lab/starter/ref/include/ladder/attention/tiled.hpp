@@ -92,7 +92,10 @@ LADDER_LAB_ENTRY void tiled_forward(const Problem& p, const T* Q, const T* K, co
         // TODO(lab: tiled_tile): notes §3.7: S_ij = q k^T into s (tile::nt(q, k, s)); per row r (causal: the first `visible` keys) m_new, alpha = e^{m - m_new}, P = e^{S - m_new} in s (hidden entries 0), l and O rescaled; then O_i += P V_j (tile::nn_add(s, v, o)).
       }
 
-      // TODO(lab: tiled_finish): FA2's deferred normalisation: O[row] = O_i[r] / l (the first d of O_i's dp columns), L[row] = m + log l, m[row] if m is not null; a fully masked row (l = 0) gets O = 0, L = -inf.
+      {  // Here `o` is O_i's first d columns (the buffer is dp wide; the rest is padding, see above).
+        auto o = Oi.topLeftCorner(br, d);
+        // TODO(lab: tiled_finish): FA2's deferred normalisation: O[row] = O_i[r] / l, L[row] = m + log l, m[row] if m is not null; a fully masked row (l = 0) gets O = 0, L = -inf.
+      }
       wr += br * d + br;
       if (traffic) traffic->add(rd, wr);
     }
