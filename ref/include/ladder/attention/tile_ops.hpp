@@ -14,6 +14,11 @@
 #include "ladder/core/eigen.hpp"
 #include "ladder/core/tensor.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
 namespace ladder::attention::tile {
 
 // The width of the tiled rungs' buffers for head dim d: d rounded up to a whole 64-byte line (16 floats,
@@ -54,6 +59,64 @@ void nn_add(T alpha, In<T> A, In<T> B, Out<T> C) {
 template <class T>
 void tn_add(In<T> A, In<T> B, Out<T> C) {
   C.noalias() += A.transpose() * B;
+}
+
+// The row softmax of the tiled forward, per row of the S tile (raw row pointers: a row of a row-major
+// tile is contiguous). Both are Eigen's packet code -- the same pexp that `.exp()` of an array uses --
+// written as loops so that (a) the maximum runs on four accumulators: a single one is bound by the
+// latency of vmaxps, and a 256-wide row spent ~2 us per tile there; (b) P = e^{s - m} and its sum are
+// one pass over the row instead of two. One 256 x 256 float tile at d = 64, one AVX-512 core: the row
+// softmax went from 30 us to 26 us (the exps alone are 20 us), against 122 us for the two products.
+// row_max: max(s[0..n)); -inf for n = 0.
+template <class T>
+T row_max(const T* s, int64_t n) {
+  using P = typename Eigen::internal::packet_traits<T>::type;
+  constexpr int64_t k = Eigen::internal::packet_traits<T>::size;
+  namespace ei = Eigen::internal;
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  if constexpr (k > 1) {
+    P a0 = ei::pset1<P>(m), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 4 * k <= n; i += 4 * k) {
+      a0 = ei::pmax(a0, ei::ploadu<P>(s + i));
+      a1 = ei::pmax(a1, ei::ploadu<P>(s + i + k));
+      a2 = ei::pmax(a2, ei::ploadu<P>(s + i + 2 * k));
+      a3 = ei::pmax(a3, ei::ploadu<P>(s + i + 3 * k));
+    }
+    for (; i + k <= n; i += k) a0 = ei::pmax(a0, ei::ploadu<P>(s + i));
+    m = ei::predux_max(ei::pmax(ei::pmax(a0, a1), ei::pmax(a2, a3)));
+  }
+  for (; i < n; ++i) m = std::max(m, s[i]);
+  return m;
+}
+// exp_sum: s[j] = e^{s[j] - m} in place for j < n; returns their sum.
+template <class T>
+T exp_sum(T* s, int64_t n, T m) {
+  using P = typename Eigen::internal::packet_traits<T>::type;
+  constexpr int64_t k = Eigen::internal::packet_traits<T>::size;
+  namespace ei = Eigen::internal;
+  T sum = 0;
+  int64_t i = 0;
+  if constexpr (k > 1) {
+    const P mm = ei::pset1<P>(m);
+    P a0 = ei::pset1<P>(T(0)), a1 = a0;
+    for (; i + 2 * k <= n; i += 2 * k) {
+      const P e0 = ei::pexp(ei::psub(ei::ploadu<P>(s + i), mm));
+      const P e1 = ei::pexp(ei::psub(ei::ploadu<P>(s + i + k), mm));
+      ei::pstoreu(s + i, e0);
+      ei::pstoreu(s + i + k, e1);
+      a0 = ei::padd(a0, e0);
+      a1 = ei::padd(a1, e1);
+    }
+    for (; i + k <= n; i += k) {
+      const P e = ei::pexp(ei::psub(ei::ploadu<P>(s + i), mm));
+      ei::pstoreu(s + i, e);
+      a0 = ei::padd(a0, e);
+    }
+    sum = ei::predux(ei::padd(a0, a1));
+  }
+  for (; i < n; ++i) sum += (s[i] = std::exp(s[i] - m));
+  return sum;
 }
 
 #define LADDER_TILE_OPS(EXTERN, T)                  \

@@ -98,11 +98,11 @@ LADDER_LAB_ENTRY void tiled_forward(const Problem& p, const T* Q, const T* K, co
             srow.setZero();
             continue;
           }
-          const T m_new = std::max(mi(r), srow.head(visible).maxCoeff());
+          const T m_new = std::max(mi(r), tile::row_max(srow.data(), visible));
           const T alpha = std::exp(mi(r) - m_new);  // e^{m_old - m_new}; 0 while m_old = -inf
-          srow.head(visible) = (srow.head(visible).array() - m_new).exp();
+          const T rowsum = tile::exp_sum(srow.data(), visible, m_new);  // P = e^{S - m_new} in place
           srow.tail(bc - visible).setZero();
-          li(r) = alpha * li(r) + srow.head(visible).sum();
+          li(r) = alpha * li(r) + rowsum;
           o.row(r) *= alpha;
           mi(r) = m_new;
         }
