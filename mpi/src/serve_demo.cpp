@@ -3,6 +3,7 @@
 //
 //   mpirun -np 4 --oversubscribe ladder-serve-demo [--prompts 1,63,64,65,300] [--steps 4] [--layers 2]
 //                                                  [--layer-shards 1] [--decode-shards 1] [--experts 8]
+//                                                  [--zipf] [--eplb-redundant R]
 //
 // Ranks 0 .. N-2 are prefill instances, rank N-1 the decode instance (DistServe OSDI'24: the phases on
 // separate instances; with --decode-shards D the decode instance is the last D ranks, its layers split
@@ -14,8 +15,18 @@
 // experts are spread E/N over ALL N ranks: the decode batch is dispatched and combined by all-to-all
 // (ladder/mpi/ep_a2a.hpp). DeepSeek-V3's decode instances run their MoE expert-parallel over many GPUs
 // (the Huawei report); here the prefill ranks, idle once their KV has left, hold experts too.
+// --zipf: the gate's selection bias makes the experts' popularity Zipf-like (stage 04's make_bias), so some
+// ranks' experts get most of the rows. --eplb-redundant R: the experts sit in E + R slots, (E + R)/N per
+// rank, placed by stage 05's balancer (eplb.py's rebalance_experts, global policy) from the expert loads
+// of the steps so far (DeepSeek's EPLB places from recent load statistics; before the first step the
+// loads are taken as equal); a token's assignment to a replicated expert goes to one replica, round-robin
+// by token. After every step the decode rank, which holds the whole batch, broadcasts the step's loads and
+// every rank re-places. Every rank builds the whole layer's weights (they are small), so a re-placement
+// moves no weights here; on real cards it moves the replicated experts' weights.
 // Printed: prefill time (slowest prefill rank), migration time and rate, the decode step split into the
-// MLA layers and the MoE all-to-all, the migration's share, and one correctness line: the MLA output u
+// MLA layers and the MoE all-to-all, the migration's share, the expert rows per rank (with the busiest
+// rank's share under plain E/N sharding and, with --eplb-redundant, under the placement used), and one
+// correctness line: the MLA output u
 // and the MoE output y of every step against the same pipeline in one process (BIT-IDENTICAL or
 // DIFFERENT (FAIL), exit 1).
 #include <mpi.h>
@@ -29,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "ladder/eplb.hpp"
 #include "ladder/moe/dense.hpp"
 #include "ladder/moe/gate.hpp"
 #include "ladder/moe/synthetic.hpp"
@@ -45,6 +57,8 @@ struct Options {
   PipelineConfig cfg;
   TransportOptions t;
   moe::Index experts = 8;
+  moe::Index redundant = 0;  // --eplb-redundant: extra expert slots placed by stage 05's balancer
+  bool zipf = false;         // --zipf: Zipf-like expert popularity through the gate's selection bias
   bool plant_swap_weights = false;  // test: the MoE combine weights each output by the next top-k weight
 };
 
@@ -74,6 +88,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--decode-shards") o.cfg.decode_shards = parse_int(value(), "--decode-shards");
     else if (a == "--decode-blocks") o.cfg.decode_blocks = parse_int(value(), "--decode-blocks");
     else if (a == "--experts") o.experts = parse_int(value(), "--experts");
+    else if (a == "--eplb-redundant") o.redundant = parse_int(value(), "--eplb-redundant");
+    else if (a == "--zipf") o.zipf = true;
     else if (a == "--timeout") o.t.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
     else if (a == "--test-plant-swap-weights") o.plant_swap_weights = true;
     else throw Error(fmt::format("serve-demo: unknown argument '{}' (see the header of mpi/src/serve_demo.cpp)", a));
@@ -88,7 +104,37 @@ moe::Weights<double> moe_layer(const Options& o) {
   m.hidden = mla::small_config().hidden, m.inter = 61, m.n_experts = o.experts, m.top_k = 2;
   m.route_scale = 2.5, m.shared_inter = 32;
   moe::check_config(m);
-  return moe::make_weights(m, o.cfg.seed + 5);
+  moe::Weights<double> w = moe::make_weights(m, o.cfg.seed + 5);
+  if (o.zipf) w.bias = moe::make_bias("zipf", o.experts, o.cfg.seed + 6);
+  return w;
+}
+
+// The slots of E experts (+ R redundant) on N ranks: plain sharding (slot s = expert s) without EPLB,
+// else stage 05's placement of E + R slots from the expert loads `load` [E].
+ep::Slots place(const Options& o, int N, const std::vector<double>& load) {
+  const moe::Index E = o.experts, R = o.redundant;
+  std::vector<moe::Index> phy2log(static_cast<size_t>(E + R));
+  if (R == 0) {
+    for (moe::Index e = 0; e < E; ++e) phy2log[static_cast<size_t>(e)] = e;
+  } else {
+    Mat<double> w(1, E);
+    for (moe::Index e = 0; e < E; ++e) w(0, e) = load[static_cast<size_t>(e)];
+    const eplb::Placement pl = eplb::rebalance_experts(w, E + R, 1, 1, N);
+    for (moe::Index sl = 0; sl < E + R; ++sl) phy2log[static_cast<size_t>(sl)] = pl.phy2log(0, sl);
+  }
+  return ep::make_slots(phy2log, E, N);
+}
+
+// Sum over steps of the busiest rank's rows, over the sum of the mean rank's: how long the expert part of
+// the steps takes against a perfect balance. rows[t][r]: rows of rank r in step t.
+double busiest_share(const std::vector<std::vector<int64_t>>& rows) {
+  double mx = 0, mean = 0;
+  for (const auto& st : rows) {
+    int64_t m = 0, sum = 0;
+    for (int64_t v : st) m = std::max(m, v), sum += v;
+    mx += double(m), mean += double(sum) / double(st.size());
+  }
+  return mean > 0 ? mx / mean : 1.0;
 }
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -96,18 +142,30 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 int run(const Options& o, int rank, int N, const Layout& lay) {
   const PipelineConfig& c = o.cfg;
   const moe::Weights<double> w = moe_layer(o);
-  std::vector<moe::Index> identity(static_cast<size_t>(o.experts));
-  for (moe::Index e = 0; e < o.experts; ++e) identity[static_cast<size_t>(e)] = e;
-  const ep::Slots slots = ep::make_slots(identity, o.experts, N);
+  const moe::Index E = o.experts;
+  std::vector<double> load_sum(static_cast<size_t>(E), 0.0);  // expert loads of the steps so far
+  ep::Slots slots = place(o, N, std::vector<double>(static_cast<size_t>(E), 1.0));
   const int last = N - 1;  // the last decode stage: the batch's MoE tokens live here
-  int64_t expert_rows = 0;  // rows this rank's experts computed over all steps
+  std::vector<int64_t> expert_rows;  // [step] rows this rank's slots computed
+  std::vector<int64_t> loads;        // [step][E] the batch's expert loads (every rank receives them)
   // Every rank joins every step; x: this rank's home tokens. The deadline is long: a prefill rank enters
   // the first step while the decode side is still migrating and running its MLA layers.
   auto moe_step = [&](const Mat<double>& x, bool plant) {
     moe::Routing<double> r{Array<moe::Index>({x.rows(), 2}), Array<double>({x.rows(), 2})};
     if (x.rows() > 0) r = moe::gate(w, x);
     ep::A2AOut a = ep::a2a_moe(w, x, r, 0, slots, rank, N, 10 * o.t.timeout_s, plant);
-    for (moe::Index g : a.group_sizes) expert_rows += g;
+    int64_t n = 0;
+    for (moe::Index g : a.group_sizes) n += g;
+    expert_rows.push_back(n);
+    // The step's expert loads, counted where the batch lives, to every rank; then every rank re-places.
+    std::vector<int64_t> step_load(static_cast<size_t>(E), 0);
+    for (moe::Index e : r.topk_idx.data) ++step_load[static_cast<size_t>(e)];
+    MPI_Request req;
+    MPI_Ibcast(step_load.data(), static_cast<int>(E), MPI_INT64_T, last, MPI_COMM_WORLD, &req);
+    ep::wait_collective(req, 10 * o.t.timeout_s, "the expert loads' broadcast");
+    loads.insert(loads.end(), step_load.begin(), step_load.end());
+    for (moe::Index e = 0; e < E; ++e) load_sum[static_cast<size_t>(e)] += double(step_load[static_cast<size_t>(e)]);
+    if (o.redundant > 0) slots = place(o, N, load_sum);
     if (x.rows() > 0) moe::add_shared(w, x, a.y);
     return a.y;
   };
@@ -148,7 +206,8 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   // Per-rank figures to the last rank (non-blocking collectives with a deadline, like every wait here).
   double slowest_prefill = 0, slowest_migration = 0;
   int64_t all_bytes = 0;
-  std::vector<int64_t> rows(static_cast<size_t>(N));
+  const int64_t steps = c.decode_steps;
+  std::vector<int64_t> rows(static_cast<size_t>(N * steps));  // [rank][step]
   MPI_Request req;
   MPI_Ireduce(&prefill_s, &slowest_prefill, 1, MPI_DOUBLE, MPI_MAX, last, MPI_COMM_WORLD, &req);
   ep::wait_collective(req, o.t.timeout_s, "the prefill times' reduce");
@@ -156,7 +215,10 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   ep::wait_collective(req, o.t.timeout_s, "the migration times' reduce");
   MPI_Ireduce(&bytes, &all_bytes, 1, MPI_INT64_T, MPI_SUM, last, MPI_COMM_WORLD, &req);
   ep::wait_collective(req, o.t.timeout_s, "the migrated bytes' reduce");
-  MPI_Igather(&expert_rows, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, last, MPI_COMM_WORLD, &req);
+  require(int64_t(expert_rows.size()) == steps, "serve-demo: rank {} ran {} MoE steps, violates --steps = {}", rank,
+          expert_rows.size(), steps);
+  MPI_Igather(expert_rows.data(), static_cast<int>(steps), MPI_INT64_T, rows.data(), static_cast<int>(steps), MPI_INT64_T,
+              last, MPI_COMM_WORLD, &req);
   ep::wait_collective(req, o.t.timeout_s, "the expert rows' gather");
   if (rank != last) return 0;
   migrate_s = slowest_migration, bytes = all_bytes;
@@ -187,7 +249,26 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
              moe_s / double(c.decode_steps) * 1e3);
   fmt::print("  migration = {:.2f} decode steps; migration / (migration + {} decode steps) = {:.1f}%\n",
              migrate_s / step_s, c.decode_steps, 100 * migrate_s / (migrate_s + decode_s));
-  fmt::print("  expert rows per rank over the steps: {}\n", fmt::join(rows, " "));
+  // Rows per rank and step as run, and as plain E/N sharding would have had them (expert e on rank e/(E/N)).
+  std::vector<std::vector<int64_t>> ran(static_cast<size_t>(steps), std::vector<int64_t>(static_cast<size_t>(N)));
+  auto plain = ran;
+  std::vector<int64_t> total(static_cast<size_t>(N), 0);
+  for (int64_t t = 0; t < steps; ++t)
+    for (int q = 0; q < N; ++q) {
+      const int64_t v = rows[static_cast<size_t>(q * steps + t)];
+      ran[static_cast<size_t>(t)][static_cast<size_t>(q)] = v, total[static_cast<size_t>(q)] += v;
+    }
+  for (int64_t t = 0; t < steps; ++t)
+    for (moe::Index e = 0; e < E; ++e)
+      plain[static_cast<size_t>(t)][static_cast<size_t>(e / (E / N))] += loads[static_cast<size_t>(t * E + e)];
+  fmt::print("  expert rows per rank over the steps: {}; busiest rank / mean, summed over the steps: plain E/N "
+             "sharding {:.2f}{}\n",
+             fmt::join(total, " "), busiest_share(plain),
+             o.redundant ? fmt::format(", EPLB with {} redundant slots {:.2f} (from step 2 on: {:.2f} vs {:.2f})",
+                                       o.redundant, busiest_share(ran),
+                                       busiest_share({ran.begin() + std::min<int64_t>(1, steps), ran.end()}),
+                                       busiest_share({plain.begin() + std::min<int64_t>(1, steps), plain.end()}))
+                         : std::string());
   fmt::print("  decode output vs one process (MLA u and MoE y of every step): {}\n",
              u_same && y_same ? "BIT-IDENTICAL"
                               : fmt::format("DIFFERENT (FAIL): u {}, y {}", u_same ? "same" : "different",
@@ -201,12 +282,16 @@ int main(int argc, char** argv) {
   return ladder::mpi::run_ranks(argc, argv, "ladder-serve-demo", [&](int rank, int size, bool& checked) {
     const Options o = parse(argc, argv);
     require(size >= 2, "serve-demo: {} rank(s) violates >= 2 (prefill ranks + one decode rank; mpirun -np N)", size);
-    ladder::mpi::require_same_config(o.cfg.digest() ^ (static_cast<uint64_t>(o.experts) * 0x9e3779b97f4a7c15ull), rank,
-                                     "serve-demo");
+    ladder::mpi::require_same_config(o.cfg.digest() ^ (static_cast<uint64_t>(o.experts) * 0x9e3779b97f4a7c15ull) ^
+                                         (static_cast<uint64_t>(o.redundant) * 0xbf58476d1ce4e5b9ull) ^ (o.zipf ? 0x94d049bb133111ebull : 0),
+                                     rank, "serve-demo");
     validate(o.cfg);
     const Layout lay = make_layout(o.cfg, size);
     require(o.experts >= 2 && o.experts % size == 0, "serve-demo: --experts = {} violates a multiple (>= 2) of the "
             "rank count {} (every rank holds E/N experts)", o.experts, size);
+    require(o.redundant >= 0 && (o.experts + o.redundant) % size == 0, "serve-demo: --experts + --eplb-redundant = {} "
+            "violates a multiple of the rank count {} (every rank holds the same number of slots)",
+            o.experts + o.redundant, size);
     moe_layer(o);
     checked = true;
     return run(o, rank, size, lay);
