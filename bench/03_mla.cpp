@@ -9,9 +9,6 @@
 
 #include <cstring>
 #include <memory>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <vector>
 
 #include "ladder/core/registry.hpp"
@@ -30,36 +27,17 @@ const std::shared_ptr<const Absorbed<float>>& absorbed() {
   return a;
 }
 
-// A decode step returns fresh arrays: scores and attn are [B, H, L] each (64 MiB apiece at B = 32,
-// L = 4096). glibc serves a block over its mmap threshold (at most 32 MiB) with a new mapping and
-// unmaps it on free, so every step the kernel zero-fills 128 MiB of new pages on first touch, on one
-// thread (make_output's fill): 12 % of A_CC_ME's step in a perf profile on a 2-core Xeon, a cost of
-// the allocator, not of the algorithm. The latent-GEMM bound allocates its S and O once, outside its
-// loop; so that rung and bound are timed alike, range(2) = 1 keeps freed memory in the heap for the
-// rung's loop (M_MMAP_THRESHOLD / M_TRIM_THRESHOLD, as a serving loop reusing its buffers would) and
-// range(2) = 0 leaves the allocator as it is. make bench reports both.
-class HeapKept {
- public:
-  explicit HeapKept(bool on) : on_(on) {
-#if defined(__GLIBC__)
-    if (on_) mallopt(M_MMAP_THRESHOLD, 1 << 30), mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
-  }
-  ~HeapKept() {
-#if defined(__GLIBC__)
-    if (on_) mallopt(M_MMAP_THRESHOLD, 128 * 1024), mallopt(M_TRIM_THRESHOLD, 128 * 1024);  // glibc's defaults
-#endif
-  }
-  HeapKept(const HeapKept&) = delete;
-  HeapKept& operator=(const HeapKept&) = delete;
-
- private:
-  bool on_;
-};
-
+// decode returns fresh arrays: scores and attn are [B, H, L] each (64 MiB apiece at B = 32, L = 4096),
+// flash_mla's split partials 134 MB. glibc serves a block over its mmap threshold (at most 32 MiB) with a
+// new mapping and unmaps it on free, so every step the kernel zero-fills 128 MiB of new pages on first
+// touch, on one thread (the arrays' fill): 12 % of A_CC_ME's step in a perf profile on a 2-core Xeon, a
+// cost of the allocator, not of the algorithm. The latent-GEMM bound allocates its S and O once, outside
+// its loop; so that rung and bound are timed alike, range(2) = 1 decodes into one Output kept across the
+// steps (decode_into, as a serving loop would: step.hpp) and range(2) = 0 calls decode, a new Output per
+// step. make bench reports both.
 void BM_rung(benchmark::State& st, const std::string& id) {
   const int64_t B = st.range(0), L = st.range(1);
-  const HeapKept heap(st.range(2) != 0);
+  const bool reuse = st.range(2) != 0;
   const Rung& r = registry().find(kStage, "ref", id);
   const auto& f = r.fn<RungFns>().f32;
   const Inputs in = make_inputs(model(), InputSpec{std::vector<int64_t>(static_cast<size_t>(B), L), 2, false, 0, false});
@@ -70,7 +48,14 @@ void BM_rung(benchmark::State& st, const std::string& id) {
   } else {
     p = f.prepare(model(), in.cache);
   }
-  for (auto _ : st) benchmark::DoNotOptimize(f.decode(model(), p, in.step).u.data());
+  Output<float> out;
+  for (auto _ : st) {
+    if (reuse)
+      decode_into(f, model(), p, in.step, out);
+    else
+      out = f.decode(model(), p, in.step);  // the previous step's arrays are freed here, as a caller's would be
+    benchmark::DoNotOptimize(out.u.data());
+  }
   const Cost c = r.cost(cost_shape(model().cfg, B, L));
   const double n = static_cast<double>(st.iterations());
   st.counters["flops_per_second"] = benchmark::Counter(c.flops * n, benchmark::Counter::kIsRate);

@@ -171,6 +171,53 @@ TEST_CASE("flash_mla: the split size does not matter beyond rounding (1, 2, 3 an
   }
 }
 
+namespace {
+// decode_into on one Output over steps of different shapes (three sequences, then two shorter ones, then
+// the three again) gives exactly decode's arrays each time: the reused storage is refilled (scores -inf
+// and attn 0 past each L_b), resized, and flash_mla's scratch reused. Every reference rung, T = float
+// and double (the f64 rungs compared among themselves: bits, not tolerance).
+template <class T>
+void check_decode_into(const RungImpl<T>& f, const std::string& id) {
+  Config c;
+  c.hidden = 97, c.n_heads = 3, c.q_lora_rank = 59, c.kv_lora_rank = 111, c.qk_nope = 13, c.qk_rope = 10, c.v_head = 7;
+  const Weights<float> W32 = random_weights(c, 31);
+  const Inputs a = make_inputs(W32, InputSpec{{1, 113, 65}, 32, true, 1, true});
+  const Inputs b = make_inputs(W32, InputSpec{{40, 7}, 33, false, 0, true});
+  const auto W = [&] {
+    if constexpr (std::is_same_v<T, float>) return W32;
+    else return W32.template cast<double>();
+  }();
+  REQUIRE(f.decode_into);
+  Output<T> out;
+  int step = 0;
+  for (const Inputs* in : {&a, &b, &a}) {
+    CAPTURE(id);
+    CAPTURE(++step);
+    const PagedCache<T> cache = cast_cache<T>(in->cache);
+    const Step<T> st = cast_step<T>(in->step);
+    const Prepared<T> p = f.prepare(W, cache);
+    const Output<T> want = f.decode(W, p, st);
+    decode_into(f, W, p, st, out);
+    CHECK(out.u.rows() == want.u.rows());
+    CHECK(test::as_array(Mat<T>(out.u)).data == test::as_array(Mat<T>(want.u)).data);
+    CHECK(out.scores.shape == want.scores.shape);
+    CHECK(out.scores.data == want.scores.data);
+    CHECK(out.attn.shape == want.attn.shape);
+    CHECK(out.attn.data == want.attn.data);
+    CHECK(out.lse.shape == want.lse.shape);
+    CHECK(out.lse.data == want.lse.data);
+  }
+}
+}  // namespace
+
+TEST_CASE("decode_into reuses one Output across steps of different shapes and gives decode's bits (every rung)") {
+  for (const Rung* r : registry().stage(kStage, "ref")) {
+    const auto& f = r->fn<RungFns>();
+    check_decode_into(f.f32, r->id);
+    check_decode_into(f.f64, r->id);
+  }
+}
+
 TEST_CASE("results do not depend on the OpenMP thread count (bit-identical)") {
   const Loaded c = load_case("batch_ragged");
   for (const Rung* r : registry().stage(kStage, "ref")) {

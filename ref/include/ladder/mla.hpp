@@ -56,7 +56,19 @@ template <class T>
 struct RungImpl {
   std::function<Prepared<T>(const Weights<T>&, const PagedCache<T>&)> prepare;
   std::function<Output<T>(const Weights<T>&, const Prepared<T>&, const Step<T>&)> decode;
+  // The same step into the caller's Output, reusing its storage (step.hpp); empty where a rung has no such
+  // form (the CUDA rungs): decode_into() below falls back to decode.
+  std::function<void(const Weights<T>&, const Prepared<T>&, const Step<T>&, Output<T>&)> decode_into = {};
 };
+
+// One decode step into out: the rung's decode_into where it has one, else out = decode(...).
+template <class T>
+void decode_into(const RungImpl<T>& r, const Weights<T>& W, const Prepared<T>& p, const Step<T>& step, Output<T>& out) {
+  if (r.decode_into)
+    r.decode_into(W, p, step, out);
+  else
+    out = r.decode(W, p, step);
+}
 
 // What a stage-03 Rung::function holds. f64 is empty for CUDA rungs (kernels run in fp32); variant
 // names the cost formula (Rung::cost is step_cost(variant, shape)).
@@ -70,16 +82,20 @@ template <class T>
 Output<T> decode_flash_default(const Weights<T>& W, const Prepared<T>& p, const Step<T>& s) {
   return decode_flash(W, p, s, FlashParams{});
 }
+template <class T>
+void decode_flash_default_into(const Weights<T>& W, const Prepared<T>& p, const Step<T>& s, Output<T>& out) {
+  decode_flash_into(W, p, s, FlashParams{}, out);
+}
 
 template <class T>
 RungImpl<T> reference_rung(Variant v) {
   switch (v) {
-    case Variant::CD: return {&prepare_cd<T>, &decode_cd<T>};
-    case Variant::CC: return {&prepare_compressed<T>, &decode_cc<T>};
-    case Variant::A_CC: return {&prepare_compressed<T>, &decode_acc<T>};
-    case Variant::A_CC_ME: return {&prepare_compressed<T>, &decode_acc_me<T>};
-    case Variant::AM: return {&prepare_am<T>, &decode_am<T>};
-    case Variant::flash_mla: return {&prepare_flash<T>, &decode_flash_default<T>};
+    case Variant::CD: return {&prepare_cd<T>, &decode_cd<T>, &decode_cd_into<T>};
+    case Variant::CC: return {&prepare_compressed<T>, &decode_cc<T>, &decode_cc_into<T>};
+    case Variant::A_CC: return {&prepare_compressed<T>, &decode_acc<T>, &decode_acc_into<T>};
+    case Variant::A_CC_ME: return {&prepare_compressed<T>, &decode_acc_me<T>, &decode_acc_me_into<T>};
+    case Variant::AM: return {&prepare_am<T>, &decode_am<T>, &decode_am_into<T>};
+    case Variant::flash_mla: return {&prepare_flash<T>, &decode_flash_default<T>, &decode_flash_default_into<T>};
   }
   throw Error("mla: unknown variant");
 }

@@ -60,12 +60,17 @@ Mat<T> attend_decompressed(const Config& c, const Mat<T>& q_nope, const Mat<T>& 
 }
 
 template <class T>
-Output<T> decode_cd(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+void decode_cd_into(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step, Output<T>& out) {
   check_step(W, p, step, "CD");
   const Mat<T> cQ = query_latent(W, step.h);
   const Mat<T> q_nope = query_nope(W, cQ), q_pe = query_rope(W, cQ, step.q_pos);
-  Output<T> out = make_output<T>(W.cfg, p.seqlens, p.max_len(), true);
+  reset_output<T>(out, W.cfg, p.seqlens, p.max_len(), true);
   output_projection(W, attend_decompressed(W.cfg, q_nope, q_pe, p.K, p.V, p.seqlens, out), out.u);
+}
+template <class T>
+Output<T> decode_cd(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+  Output<T> out;
+  decode_cd_into(W, p, step, out);
   return out;
 }
 
@@ -80,14 +85,19 @@ Prepared<T> prepare_compressed(const Weights<T>& W, const PagedCache<T>& cache) 
 }
 
 template <class T>
-Output<T> decode_cc(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+void decode_cc_into(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step, Output<T>& out) {
   check_step(W, p, step, "CC");
   const Mat<T> cQ = query_latent(W, step.h);
   const Mat<T> q_nope = query_nope(W, cQ), q_pe = query_rope(W, cQ, step.q_pos);
   Array<T> K, V;
   decompress(W, p.kv, p.seqlens, K, V);  // every cached token, every step
-  Output<T> out = make_output<T>(W.cfg, p.seqlens, p.max_len(), true);
+  reset_output<T>(out, W.cfg, p.seqlens, p.max_len(), true);
   output_projection(W, attend_decompressed(W.cfg, q_nope, q_pe, K, V, p.seqlens, out), out.u);
+}
+template <class T>
+Output<T> decode_cc(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+  Output<T> out;
+  decode_cc_into(W, p, step, out);
   return out;
 }
 

@@ -156,7 +156,8 @@ void flash_combine(int64_t splits, int64_t H, int64_t R, const T* o_parts, const
 }
 
 template <class T>
-Output<T> decode_flash(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step, const FlashParams& fp) {
+void decode_flash_into(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step, const FlashParams& fp,
+                       Output<T>& out) {
   check_step(W, p, step, "flash_mla");
   require(fp.split_blocks >= 1, "mla flash_mla: split_blocks = {} violates split_blocks >= 1", fp.split_blocks);
   const Config& c = W.cfg;
@@ -173,8 +174,8 @@ Output<T> decode_flash(const Weights<T>& W, const Prepared<T>& p, const Step<T>&
   for (int64_t b = 0; b < B; ++b) first[b + 1] = first[b] + num_splits(p.seqlens[b], bs, fp);
   const int64_t tasks = first[B];
   // Not zero-filled here (each task writes its own part): a serial fill of B * splits * H * kv_lora
-  // floats (134 MB at B = 32, L = 4096) would cost more than the combine.
-  const std::unique_ptr<T[]> o_parts(new T[static_cast<size_t>(tasks * H * R)]);
+  // floats (134 MB at B = 32, L = 4096) would cost more than the combine. Kept in out between calls.
+  T* const o_parts = out.scratch.get(tasks * H * R);
   std::vector<T> lse_parts(static_cast<size_t>(tasks * H));
 #pragma omp parallel for schedule(dynamic)
   for (int64_t t = 0; t < tasks; ++t) {
@@ -184,14 +185,20 @@ Output<T> decode_flash(const Weights<T>& W, const Prepared<T>& p, const Step<T>&
     const int64_t j1 = std::min(p.seqlens[b], j0 + fp.split_blocks * bs);
     flash_split(c, ConstMatMap<T>(Q.row(b).data(), H, D), p.paged, b, j0, j1, &o_parts[t * H * R], &lse_parts[t * H]);
   }
-  Output<T> out = make_output<T>(c, p.seqlens, p.max_len(), false);
-  out.lse = Array<T>({B, H});
+  reset_output<T>(out, c, p.seqlens, p.max_len(), false);
+  refill(out.lse, {B, H}, T(0));
   Mat<T> o_lat(B, H * R);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b)
     flash_combine(first[b + 1] - first[b], H, R, &o_parts[first[b] * H * R], &lse_parts[first[b] * H],
                   o_lat.row(b).data(), &out.lse.data[b * H]);
   absorbed_output(W, o_lat, out);
+}
+
+template <class T>
+Output<T> decode_flash(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step, const FlashParams& fp) {
+  Output<T> out;
+  decode_flash_into(W, p, step, fp, out);
   return out;
 }
 

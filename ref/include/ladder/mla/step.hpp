@@ -7,7 +7,10 @@
 // u [B, hidden] = W_O [o_1; ...; o_H] (notes: u = W^O o); rungs that materialise them also return the
 // scores s = scale * q.k and the attention weights a = softmax(s) as [B, H, Lmax] (entries j >= L_b:
 // s = -inf, a = 0); flash_mla returns lse = log sum_j e^{s_j} [B, H] instead.
+// Each rung's step comes in two forms: decode_X(W, p, step) returns a new Output, and
+// decode_X_into(W, p, step, out) writes into the caller's Output and reuses its storage (same bits).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -27,12 +30,31 @@ struct Step {
   std::vector<int64_t> q_pos;  // [B] their positions (RoPE)
 };
 
+// Working memory a rung keeps in the caller's Output between decode_into calls (flash_mla's per-split
+// partials, 134 MB at B = 32, L = 4096), so a loop that decodes into one Output allocates it once. Not
+// initialised (each rung writes what it reads); a copy of an Output starts without it.
+template <class T>
+struct Scratch {
+  std::unique_ptr<T[]> data;
+  int64_t size = 0;
+  Scratch() = default;
+  Scratch(const Scratch&) {}
+  Scratch& operator=(const Scratch&) { return *this; }
+  Scratch(Scratch&&) noexcept = default;
+  Scratch& operator=(Scratch&&) noexcept = default;
+  T* get(int64_t n) {  // n elements; reallocates only to grow
+    if (n > size) data.reset(new T[static_cast<size_t>(n)]), size = n;
+    return data.get();
+  }
+};
+
 template <class T>
 struct Output {
   Mat<T> u;         // [B, hidden]
   Array<T> scores;  // [B, H, Lmax] or empty
   Array<T> attn;    // [B, H, Lmax] or empty
   Array<T> lse;     // [B, H] (flash_mla) or empty
+  Scratch<T> scratch = {};  // not a result: a rung's working memory kept between decode_into calls
 };
 
 // AM's precomputed products (once per model): W_absQ [H * kv_lora, q_lora], W_absO [hidden, H * kv_lora].
@@ -75,15 +97,46 @@ void check_step(const Weights<T>& W, const Prepared<T>& p, const Step<T>& s, con
           s.q_pos.size(), p.batch());
 }
 
+// a = shape, every entry v; keeps a's storage when it is large enough (no allocation, no page faults), and
+// fills in parallel when there is a lot to fill.
+template <class T>
+void refill(Array<T>& a, const Shape& shape, T v) {
+  a.shape = shape;
+  const int64_t n = numel(shape);
+  if (static_cast<int64_t>(a.data.capacity()) < n) {
+    a.data.assign(static_cast<size_t>(n), v);
+    return;
+  }
+  a.data.resize(static_cast<size_t>(n));
+  constexpr int64_t chunk = int64_t{1} << 20;
+#pragma omp parallel for schedule(static) if (n > chunk)
+  for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c)
+    std::fill(a.data.begin() + c * chunk, a.data.begin() + std::min(n, (c + 1) * chunk), v);
+}
+
+// Sizes out for a step: u [B, hidden]; scores = -inf and attn = 0 [B, H, Lmax] (entries j >= L_b keep
+// these), or both empty; lse empty (flash_mla sets it). An Output passed again (decode_into) keeps its
+// storage: a serving loop that decodes into the same Output every step allocates nothing after the
+// first, where a fresh Output costs the kernel's zero-fill of 128 MiB of new pages per step at B = 32,
+// L = 4096 (bench/03_mla.cpp times both).
+template <class T>
+void reset_output(Output<T>& out, const Config& c, const std::vector<int64_t>& seqlens, int64_t Lmax, bool scores) {
+  const int64_t B = static_cast<int64_t>(seqlens.size());
+  out.u.resize(B, c.hidden);
+  if (scores) {
+    refill(out.scores, {B, c.n_heads, Lmax}, -std::numeric_limits<T>::infinity());
+    refill(out.attn, {B, c.n_heads, Lmax}, T(0));
+  } else {
+    out.scores = Array<T>();
+    out.attn = Array<T>();
+  }
+  out.lse = Array<T>();
+}
+
 template <class T>
 Output<T> make_output(const Config& c, const std::vector<int64_t>& seqlens, int64_t Lmax, bool scores) {
-  const int64_t B = static_cast<int64_t>(seqlens.size());
   Output<T> out;
-  out.u = Mat<T>(B, c.hidden);
-  if (scores) {
-    out.scores = Array<T>({B, c.n_heads, Lmax}, -std::numeric_limits<T>::infinity());
-    out.attn = Array<T>({B, c.n_heads, Lmax}, T(0));
-  }
+  reset_output(out, c, seqlens, Lmax, scores);
   return out;
 }
 

@@ -77,12 +77,12 @@ LADDER_LAB_ENTRY void absorbed_output(const Weights<T>& W, const Mat<T>& o_lat, 
 }
 
 template <class T>
-Output<T> decode_acc_me(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+void decode_acc_me_into(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step, Output<T>& out) {
   check_step(W, p, step, "A_CC_ME");
   const Config& c = W.cfg;
   const Mat<T> cQ = query_latent(W, step.h);
   const Mat<T> q_abs = absorb_query(W, query_nope(W, cQ)), q_pe = query_rope(W, cQ, step.q_pos);
-  Output<T> out = make_output<T>(c, p.seqlens, p.max_len(), true);
+  reset_output<T>(out, c, p.seqlens, p.max_len(), true);
   Mat<T> o_lat(p.batch(), c.n_heads * c.kv_lora_rank);
 #pragma omp parallel for schedule(dynamic) if (p.batch() > 1)  // B = 1: the products share out instead
   for (int64_t b = 0; b < p.batch(); ++b) {
@@ -90,19 +90,24 @@ Output<T> decode_acc_me(const Weights<T>& W, const Prepared<T>& p, const Step<T>
     attend_latent_me(c, q_abs, q_pe, p.kv, b, p.seqlens[b], out, o_lat);
   }
   absorbed_output(W, o_lat, out);
+}
+template <class T>
+Output<T> decode_acc_me(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+  Output<T> out;
+  decode_acc_me_into(W, p, step, out);
   return out;
 }
 
 // A_CC: query_states [H, kv_lora + rope] = [q_abs | q^R] and key_states [B, H, L, kv_lora + rope]
 // materialised (a copy of the cache per head), then one product per (b, h).
 template <class T>
-Output<T> decode_acc(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+void decode_acc_into(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step, Output<T>& out) {
   check_step(W, p, step, "A_CC");
   const Config& c = W.cfg;
   const int64_t B = p.batch(), H = c.n_heads, Lmax = p.max_len(), D = c.kv_dim(), R = c.kv_lora_rank;
   const Mat<T> cQ = query_latent(W, step.h);
   const Mat<T> q_abs = absorb_query(W, query_nope(W, cQ)), q_pe = query_rope(W, cQ, step.q_pos);
-  Output<T> out = make_output<T>(c, p.seqlens, Lmax, true);
+  reset_output<T>(out, c, p.seqlens, Lmax, true);
   Mat<T> o_lat(B, H * R);
   Array<T> key_states({B, H, Lmax, D}, T(0));
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -124,6 +129,11 @@ Output<T> decode_acc(const Weights<T>& W, const Prepared<T>& p, const Step<T>& s
     }
   }
   absorbed_output(W, o_lat, out);
+}
+template <class T>
+Output<T> decode_acc(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+  Output<T> out;
+  decode_acc_into(W, p, step, out);
   return out;
 }
 
@@ -154,7 +164,7 @@ Prepared<T> prepare_am(const Weights<T>& W, const PagedCache<T>& cache) {
 }
 
 template <class T>
-Output<T> decode_am(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+void decode_am_into(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step, Output<T>& out) {
   check_step(W, p, step, "AM");
   const Config& c = W.cfg;
   require(p.absorbed != nullptr, "mla AM: prepared.absorbed is null (run prepare_am or absorb_weights)");
@@ -168,7 +178,7 @@ Output<T> decode_am(const Weights<T>& W, const Prepared<T>& p, const Step<T>& st
   Mat<T> q_abs(p.batch(), c.n_heads * c.kv_lora_rank);
   gemm_nt<T>(cQ, a.W_absQ, q_abs);  // q_abs = W_absQ c^Q, no q^C
   const Mat<T> q_pe = query_rope(W, cQ, step.q_pos);
-  Output<T> out = make_output<T>(c, p.seqlens, p.max_len(), true);
+  reset_output<T>(out, c, p.seqlens, p.max_len(), true);
   Mat<T> o_lat(p.batch(), c.n_heads * c.kv_lora_rank);
 #pragma omp parallel for schedule(dynamic) if (p.batch() > 1)  // B = 1: the products share out instead
   for (int64_t b = 0; b < p.batch(); ++b) {
@@ -176,6 +186,11 @@ Output<T> decode_am(const Weights<T>& W, const Prepared<T>& p, const Step<T>& st
     attend_latent_me(c, q_abs, q_pe, p.kv, b, p.seqlens[b], out, o_lat);
   }
   gemm_nt<T>(o_lat, a.W_absO, out.u);  // u = W_absO o^lat, no W_UV, W_O
+}
+template <class T>
+Output<T> decode_am(const Weights<T>& W, const Prepared<T>& p, const Step<T>& step) {
+  Output<T> out;
+  decode_am_into(W, p, step, out);
   return out;
 }
 
