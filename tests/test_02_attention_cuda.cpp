@@ -244,7 +244,7 @@ TEST_CASE("the tiled kernels' S loop reads K_j and Q_i rows without bank conflic
 }
 
 TEST_CASE("tiled_wide's hot shared-memory reads and its transposed stores are conflict-free") {
-  // cuda/src/02_attention_tiled.cu: thread t = 16 ty + tx, warp w holds ty = 2 w, 2 w + 1. Row strides 66
+  // cuda/src/02_attention_tiled_wide.cu: thread t = 16 ty + tx, warp w holds ty = 2 w, 2 w + 1. Row strides 66
   // (Qc, Kc: k-major, [16][66]) and 68 (Ps [64][68]); Vc [16][128].
   constexpr int ld = cuda::attention::kWideBr + 2, pld = cuda::attention::kWideBc + 4;
   for (int w = 0; w < cuda::attention::kWideThreads / 32; ++w) {

@@ -7,8 +7,9 @@
 //   05 eplb        balanced packing -> replicate -> hierarchical | global
 //   06 disagg      step-time model -> event simulator -> KV-cache migration
 //
-// Forward rungs (tiled is cuda/src/02_attention_tiled.cu, the backward with recomputation
-// cuda/src/02_attention_backward.cu; what the three files share, cuda/src/02_attention_common.cuh):
+// Forward rungs (tiled is cuda/src/02_attention_tiled_wide.cu and, the 16 x 16 kernel, 02_attention_tiled.cu;
+// the backward with recomputation cuda/src/02_attention_backward.cu; what the files share,
+// cuda/src/02_attention_common.cuh):
 //   naive  notes Alg. 0 as a standard implementation runs it: three kernels, S and P in device memory.
 //   flash  notes Fig. 8: one warp per query row; the lanes split the head dim, so every lane carries
 //          the same (m, d') and its own columns of o'. No S, no P, but K and V are re-read per row.
