@@ -282,9 +282,10 @@ int main(int argc, char** argv) {
   return ladder::mpi::run_ranks(argc, argv, "ladder-serve-demo", [&](int rank, int size, bool& checked) {
     const Options o = parse(argc, argv);
     require(size >= 2, "serve-demo: {} rank(s) violates >= 2 (prefill ranks + one decode rank; mpirun -np N)", size);
-    ladder::mpi::require_same_config(o.cfg.digest() ^ (static_cast<uint64_t>(o.experts) * 0x9e3779b97f4a7c15ull) ^
-                                         (static_cast<uint64_t>(o.redundant) * 0xbf58476d1ce4e5b9ull) ^ (o.zipf ? 0x94d049bb133111ebull : 0),
-                                     rank, "serve-demo");
+    const uint64_t moe_digest = (static_cast<uint64_t>(o.experts) * 0x9e3779b97f4a7c15ull) ^
+                                (static_cast<uint64_t>(o.redundant) * 0xbf58476d1ce4e5b9ull) ^
+                                (o.zipf ? 0x94d049bb133111ebull : 0);
+    ladder::mpi::require_same_config(o.cfg.digest() ^ moe_digest, rank, "serve-demo");
     validate(o.cfg);
     const Layout lay = make_layout(o.cfg, size);
     require(o.experts >= 2 && o.experts % size == 0, "serve-demo: --experts = {} violates a multiple (>= 2) of the "
