@@ -166,3 +166,29 @@ if(TARGET ladder-serve-demo)
   set_tests_properties(mpi.serve_demo.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")
 endif()
+# Tensor parallelism (ladder-tp-mla): one MLA decode step with the heads split over 2, 4 and 8 ranks
+# (A_CC_ME; flash_mla with 16 heads on 4), u bit-identical on every rank to the shards decoded and summed in
+# one process and within the forward rule of the fp64 oracle on the whole layer. Planted: W_O's columns
+# shifted by one rank (only the oracle check catches it) and the partials summed in reverse order (only the
+# bit check does); heads not divisible by the ranks are one error on every rank.
+if(TARGET ladder-tp-mla)
+  set(exe $<TARGET_FILE:ladder-tp-mla>)
+  set(ok "oracle \\(CD, whole layer\\): [^\n]*: PASS\n[^\n]*one process: BIT-IDENTICAL")
+  foreach(np 2 4 8)
+    add_test(NAME mpi.tp_mla.np${np} COMMAND ${run} -np ${np} ${exe})
+  endforeach()
+  add_test(NAME mpi.tp_mla.flash_mla COMMAND ${run} -np 4 ${exe} --rung flash_mla --heads 16)
+  foreach(t np2 np4 np8 flash_mla)
+    set_tests_properties(mpi.tp_mla.${t} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
+                         PASS_REGULAR_EXPRESSION "${ok}")
+  endforeach()
+  add_test(NAME mpi.tp_mla.planted_shifted_wo COMMAND ${run} -np 2 ${exe} --test-plant-shifted-wo)
+  set_tests_properties(mpi.tp_mla.planted_shifted_wo PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "oracle \\(CD, whole layer\\): [^\n]*: FAIL")
+  add_test(NAME mpi.tp_mla.planted_reverse_sum COMMAND ${run} -np 4 ${exe} --test-plant-reverse-sum)
+  set_tests_properties(mpi.tp_mla.planted_reverse_sum PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION ": PASS\n[^\n]*one process: DIFFERENT \\(FAIL\\)")
+  add_test(NAME mpi.tp_mla.heads_not_divisible COMMAND ${run} -np 3 ${exe})
+  set_tests_properties(mpi.tp_mla.heads_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank [0-9]: error: .*--heads = 8 violates a multiple")
+endif()

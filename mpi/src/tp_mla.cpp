@@ -1,0 +1,202 @@
+// mpi/src/tp_mla.cpp -- ladder-tp-mla: one MLA decode step (stage 03) tensor-parallel over N ranks, the heads
+// split across them.
+//
+//   mpirun -np N ladder-tp-mla [--prompts 1,63,64,65,300] [--heads 8] [--rung A_CC_ME] [--timeout S]
+//
+// Tensor parallelism of attention as Megatron-LM does it (Shoeybi et al. 2019, §3): the heads are split
+// over the ranks, the output projection's input columns with them, and one all-reduce after it. Rank r
+// holds heads [r H/N, (r + 1) H/N): its rows of W_UQ, W_QR and kv_b (W_UK, W_UV) and its columns of
+// W_O. W_DQ, W_DKV and the norms are replicated, and so is the compressed cache: MLA's c^KV and k^R
+// rows serve every head, so under TP each card holds the whole latent cache where MHA's per-head K and
+// V would be divided by t (chapter 06 §10). A rank's shard is itself an MLA layer with H/N heads, so
+// every stage-03 rung decodes it unchanged, and its output u_r = W_O[:, its heads] o_r is one partial
+// sum of u. The all-reduce: MPI_Iallgather of the partials, then every rank adds them in rank order
+// (u_0 + u_1 + ... : the result does not depend on the MPI library's reduction tree). Bytes are
+// counted at the call: each rank sends its partial [B, hidden] to the N - 1 others.
+// Checked and printed: u on every rank is BIT-IDENTICAL to the same shards decoded and summed in one
+// process (the communication is right), and u is within the stage's tolerance rule (the forward rule,
+// k = 2, 4 ulp floor: chapter 03 §7) of the fp64 oracle, CD on the whole layer (the split is right).
+// Planted bugs (tests): --test-plant-shifted-wo, each rank takes the next rank's columns of W_O, which the
+// one-process emulation repeats, so only the oracle check can catch it -- and must; --test-plant-reverse-sum,
+// the ranks add the partials in reverse order: still within the tolerance of the oracle, so only the
+// bit-identity check can catch it -- and must (a sum in any other order is a different rounding).
+#include <mpi.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ladder/core/compare.hpp"
+#include "ladder/mla.hpp"
+#include "ladder/mpi/ep_a2a.hpp"
+#include "ladder/mpi/launch.hpp"
+
+namespace {
+
+using namespace ladder;
+using namespace ladder::mla;
+
+struct Options {
+  std::vector<int64_t> prompts{1, 63, 64, 65, 300};
+  int64_t heads = 8;
+  std::string rung = "A_CC_ME";
+  double timeout_s = 60;
+  bool plant_shifted_wo = false;
+  bool plant_reverse_sum = false;
+  uint64_t seed = 7;
+};
+
+int64_t parse_int(const std::string& s, const char* what) { return ladder::mpi::parse_count(s, "tp-mla", what); }
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      require(i + 1 < argc, "tp-mla: {} needs a value", a);
+      return argv[++i];
+    };
+    if (a == "--prompts") {
+      o.prompts.clear();
+      const std::string v = value();
+      for (size_t p = 0; p <= v.size();) {
+        const size_t q = std::min(v.find(',', p), v.size());
+        o.prompts.push_back(parse_int(v.substr(p, q - p), "--prompts"));
+        p = q + 1;
+      }
+    } else if (a == "--heads") o.heads = parse_int(value(), "--heads");
+    else if (a == "--rung") o.rung = value();
+    else if (a == "--timeout") o.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
+    else if (a == "--test-plant-shifted-wo") o.plant_shifted_wo = true;
+    else if (a == "--test-plant-reverse-sum") o.plant_reverse_sum = true;
+    else throw Error(fmt::format("tp-mla: unknown argument '{}' (see the header of mpi/src/tp_mla.cpp)", a));
+  }
+  for (int64_t L : o.prompts) require(L >= 1, "tp-mla: --prompts has a length {}, violates >= 1", L);
+  require(o.timeout_s >= 1, "tp-mla: --timeout = {} violates >= 1 second", o.timeout_s);
+  return o;
+}
+
+// The stage-03 reference rung of that id (the registry's ids).
+Variant variant_of(const std::string& id) {
+  const std::pair<const char*, Variant> ids[] = {{"CD", Variant::CD},           {"CC", Variant::CC},
+                                                 {"A_CC", Variant::A_CC},       {"A_CC_ME", Variant::A_CC_ME},
+                                                 {"AM", Variant::AM},           {"flash_mla", Variant::flash_mla}};
+  for (const auto& [name, v] : ids)
+    if (id == name) return v;
+  throw Error(fmt::format("tp-mla: --rung '{}' violates one of CD, CC, A_CC, A_CC_ME, AM, flash_mla", id));
+}
+
+// The layer restricted to heads [h0, h1): an MLA layer of h1 - h0 heads on the same compressed cache.
+// W_O's columns come from heads [w0, w0 + h1 - h0) (w0 = h0 unless a test plants a shift).
+template <class T>
+Weights<T> head_shard(const Weights<T>& W, int64_t h0, int64_t h1, int64_t w0) {
+  const Config& c = W.cfg;
+  const int64_t n = h1 - h0;
+  Weights<T> s = W;
+  s.cfg.n_heads = n;
+  s.W_UQ = W.W_UQ.middleRows(h0 * c.qk_nope, n * c.qk_nope);
+  s.W_QR = W.W_QR.middleRows(h0 * c.qk_rope, n * c.qk_rope);
+  s.kv_b = W.kv_b.middleRows(h0 * c.kv_b_rows(), n * c.kv_b_rows());
+  s.W_O = W.W_O.middleCols(w0 * c.v_head, n * c.v_head);
+  check_weights(s, "tp-mla head_shard");
+  return s;
+}
+
+int tp_main(const Options& o, int rank, int N) {
+  Config cfg = small_config();
+  cfg.n_heads = o.heads;
+  check_config(cfg, "tp-mla");
+  require(o.heads % N == 0, "tp-mla: --heads = {} violates a multiple of the rank count {} (every rank holds H/N heads)",
+          o.heads, N);
+  const RungImpl<float> f = reference_rung<float>(variant_of(o.rung));
+  const Weights<float> W = random_weights(cfg, o.seed);
+  const Inputs in = make_inputs(W, InputSpec{o.prompts, o.seed + 1, true, 1, true});
+  const int64_t Hr = o.heads / N, B = static_cast<int64_t>(o.prompts.size()), D = cfg.hidden;
+  auto shard = [&](int q) {
+    const int64_t w0 = o.plant_shifted_wo ? ((q + 1) % N) * Hr : q * Hr;
+    return head_shard(W, q * Hr, (q + 1) * Hr, w0);
+  };
+  auto partial = [&](int q) {  // u_q: rank q's heads decoded, [B, hidden]
+    const Weights<float> Wq = shard(q);
+    return mla::run(f, Wq, in.cache, in.step).u;
+  };
+  auto sum_in_order = [&](const std::vector<float>& parts, bool reverse) {  // parts [N][B * hidden], rank order
+    Mat<float> u = Mat<float>::Zero(B, D);
+    for (int i = 0; i < N; ++i) {
+      const int q = reverse ? N - 1 - i : i;
+      u += ConstMatMap<float>(parts.data() + static_cast<size_t>(q) * B * D, B, D);
+    }
+    return u;
+  };
+
+  // TP: this rank's heads, then the all-reduce of the partials.
+  const auto t0 = std::chrono::steady_clock::now();
+  const Mat<float> mine = partial(rank);
+  std::vector<float> parts(static_cast<size_t>(N * B * D));
+  MPI_Request req;
+  MPI_Iallgather(mine.data(), static_cast<int>(B * D), MPI_FLOAT, parts.data(), static_cast<int>(B * D), MPI_FLOAT,
+                 MPI_COMM_WORLD, &req);
+  ladder::ep::wait_collective(req, o.timeout_s, "the partial outputs' all-gather");
+  const Mat<float> u = sum_in_order(parts, o.plant_reverse_sum);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t sent = int64_t{N - 1} * B * D * static_cast<int64_t>(sizeof(float));
+
+  // The same shards in one process, summed in the same order: the bits u must have.
+  std::vector<float> local(static_cast<size_t>(N * B * D));
+  for (int q = 0; q < N; ++q) {
+    const Mat<float> p = partial(q);
+    std::copy(p.data(), p.data() + B * D, local.begin() + static_cast<ptrdiff_t>(q) * B * D);
+  }
+  const Mat<float> want = sum_in_order(local, false);
+  const bool same = std::memcmp(u.data(), want.data(), sizeof(float) * static_cast<size_t>(B * D)) == 0;
+  int all_same = same ? 1 : 0, every = 0;
+  MPI_Iallreduce(&all_same, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
+  ladder::ep::wait_collective(req, o.timeout_s, "the bit-identity vote");
+  if (rank != 0) return every && same ? 0 : 1;
+
+  // The whole layer: fp64 oracle (CD) and the fp32 baseline (CD) of the tolerance rule.
+  const Weights<double> W64 = W.cast<double>();
+  const Output<double> oracle_out = oracle(W64, cast_cache<double>(in.cache), cast_step<double>(in.step));
+  const Output<float> base = mla::run(reference_rung<float>(Variant::CD), W, in.cache, in.step);
+  auto arr = [](const auto& m) {
+    using T = typename std::decay_t<decltype(m)>::Scalar;
+    Array<T> a({m.rows(), m.cols()});
+    a.mat() = m;
+    return a;
+  };
+  const CompareReport rep = compare(arr(oracle_out.u), arr(u), arr(base.u), Tolerance{});
+  fmt::print("tp-mla: {} ranks, {} heads ({} per rank), rung {}, batch {} (prompts {}), hidden {}\n", N, o.heads, Hr,
+             o.rung, B, fmt::join(o.prompts, ","), D);
+  fmt::print("  decode step with TP {:.3f} ms on rank 0; all-reduce of u: {} bytes sent per rank ({} x [{}, {}] fp32)\n",
+             seconds * 1e3, sent, N - 1, B, D);
+  int64_t tokens = 0;
+  for (int64_t L : o.prompts) tokens += L;
+  fmt::print("  latent cache per rank: {} bytes ({} tokens x {} fp32), the whole cache on every rank: MLA's c^KV and\n"
+             "  k^R rows serve every head\n",
+             tokens * cfg.kv_dim() * static_cast<int64_t>(sizeof(float)), tokens, cfg.kv_dim());
+  fmt::print("  u vs the fp64 oracle (CD, whole layer): max abs err {:.3g}, tolerance {:.3g}: {}\n", rep.max_abs_err,
+             rep.tol, rep.pass ? "PASS" : "FAIL (" + rep.failure + ")");
+  fmt::print("  u on every rank vs the same shards summed in one process: {}\n",
+             every ? "BIT-IDENTICAL" : "DIFFERENT (FAIL)");
+  return every && rep.pass ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ladder::mpi::run_ranks(argc, argv, "ladder-tp-mla", [&](int rank, int size, bool& checked) {
+    const Options o = parse(argc, argv);
+    uint64_t digest = static_cast<uint64_t>(o.heads) * 0x9e3779b97f4a7c15ull ^ (o.plant_shifted_wo ? 1u : 0u) ^
+                      (o.plant_reverse_sum ? 2u : 0u);
+    for (int64_t L : o.prompts) digest = digest * 1099511628211ull ^ static_cast<uint64_t>(L);
+    for (char ch : o.rung) digest = digest * 1099511628211ull ^ static_cast<uint64_t>(ch);
+    ladder::mpi::require_same_config(digest, rank, "tp-mla");
+    checked = true;
+    return tp_main(o, rank, size);
+  });
+}
