@@ -15,7 +15,8 @@
 // counted at the call: each rank sends its partial [B, hidden] to the N - 1 others.
 // Checked and printed: u on every rank is BIT-IDENTICAL to the same shards decoded and summed in one
 // process (the communication is right), and u is within the stage's tolerance rule (the forward rule,
-// k = 2, 4 ulp floor: chapter 03 §7) of the fp64 oracle, CD on the whole layer (the split is right).
+// k = 2, 4 ulp floor, core/compare.hpp; the README's oracle section) of the fp64 oracle, CD on the whole
+// layer (the split is right).
 // Planted bugs (tests): --test-plant-shifted-wo, each rank takes the next rank's columns of W_O, which the
 // one-process emulation repeats, so only the oracle check can catch it -- and must; --test-plant-reverse-sum,
 // the ranks add the partials in reverse order: still within the tolerance of the oracle, so only the
