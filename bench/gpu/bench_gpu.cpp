@@ -1,10 +1,12 @@
 // bench/gpu/bench_gpu.cpp -- the GPU benchmark (built only by LADDER_CUDA=GPU): every CUDA rung at the
 // shapes of the first H100 run, timed with CUDA events around the host API (its per-call scratch
-// cudaMalloc/cudaFree included) after warm-up, on random non-zero inputs, beside two floors measured
+// stream-ordered allocations from the memory pool included, ladder/cuda/device.hpp) after warm-up, on random non-zero inputs, beside two floors measured
 // in the same run -- a device-to-device copy (bytes floor) and an FMA-bound kernel (fp32 FLOP floor)
 // -- and beside cuBLAS SGEMM for the GEMM-shaped steps; the project GEMM in both its K-loop schedules
 // (pipelined, the default, and the old two-barrier one). One table; ratios only within this run.
-//   bench_gpu [--json FILE] [--reps N]        (median of N timed calls, default 10, after 2 warm-ups)
+//   bench_gpu [--json FILE] [--reps N] [--only GROUP]
+//     median of N timed calls (default 10) after 2 warm-ups; GROUP = softmax, attention, mla or gemm runs
+//     that group's rows alone (e.g. under a profiler: ncu --metrics gpu__time_duration.sum bench_gpu --only mla)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -200,7 +202,9 @@ void mla_rows(std::vector<Row>& rows, cublasHandle_t h) {
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937(20));
   DeviceBuffer<int32_t> block_table(table);
-  for (int64_t split : {int64_t(4), int64_t(16)}) {
+  // split_blocks pages per split: 4 and 16 split each sequence (16 and 4 splits), 64 = Lc / page does not
+  // (one split per sequence: at B = 64 the 4 head groups already give 256 blocks for 2 x 132 slots).
+  for (int64_t split : {int64_t(4), int64_t(16), per_seq}) {
     Row f{fmt::format("MLA flash_mla full step (split {})", split), shape, "flops", time_ms([&] {
             cuda::mla::flash_mla(W, s, kv.data(), num_blocks, block_table.data(), per_seq, split,
                                  {u.data(), nullptr, nullptr, lse.data()});
@@ -239,12 +243,13 @@ void gemm_rows(std::vector<Row>& rows, cublasHandle_t h) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::string json_path;
+  std::string json_path, only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (a == "--reps" && i + 1 < argc) g_reps = std::max(1, std::atoi(argv[++i]));
-    else throw Error(fmt::format("bench_gpu: argument '{}' violates usage [--json FILE] [--reps N]", a));
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else throw Error(fmt::format("bench_gpu: argument '{}' violates usage [--json FILE] [--reps N] [--only GROUP]", a));
   }
   int dev_count = 0;
   const cudaError_t status = cudaGetDeviceCount(&dev_count);
@@ -259,10 +264,13 @@ int main(int argc, char** argv) try {
 
   const Floors f = measure_floors();
   std::vector<Row> rows;
-  softmax_rows(rows);
-  attention_rows(rows, h);
-  mla_rows(rows, h);
-  gemm_rows(rows, h);
+  require(only.empty() || only == "softmax" || only == "attention" || only == "mla" || only == "gemm",
+          "bench_gpu: --only {} violates GROUP in {{softmax, attention, mla, gemm}}", only);
+  const auto want = [&](const char* group) { return only.empty() || only == group; };
+  if (want("softmax")) softmax_rows(rows);
+  if (want("attention")) attention_rows(rows, h);
+  if (want("mla")) mla_rows(rows, h);
+  if (want("gemm")) gemm_rows(rows, h);
   cublasDestroy(h);
 
   fmt::print("# bench_gpu on {} ({} SMs), median of {} calls after 2 warm-ups\n", prop.name,

@@ -14,8 +14,12 @@
 // (4 heads per block) made 32. Per tile:
 //   1. S [32, 64] = Q_g tile^T as a register-tiled product: D (576) in chunks of KT = kFlashK = 32 dims
 //      through shared memory, Ks [32 dims][64 + 4] (the tile, k-major) and Qs [32 dims][32 + 4] (q of
-//      the group: 73.7 KB per tile at V2, so it is streamed as well, from L2), two buffers, so the copy
-//      of chunk c + 1 overlaps the products of chunk c and a chunk costs one barrier. Thread tid owns
+//      the group: 73.7 KB per tile at V2, so it is streamed as well, from L2), two buffers, and a chunk
+//      costs one barrier. The copy is staged through registers: chunk c + 1's global loads are issued
+//      before chunk c's products and stored to the other buffer after them, so their latency (L2 or
+//      DRAM) hides behind the products -- a load followed at once by its shared-memory store stalls
+//      the warp for the whole latency (that schedule made the full step 1.31x slower on an H200,
+//      bench/gpu/h200-2026-11-27.md). Thread tid owns
 //      a 4 x 4 sub-tile (heads 4 sr.., tokens 4 sc..) over half of each chunk's dims (threads 0-127
 //      dims 0-15, 128-255 dims 16-31): per dim two 128-bit loads for 16 FMAs;    barrier per chunk
 //   2. the halves' partial sums side by side, S0 and P [64 tokens][32 + 4]; V chunk 0 copied;  barrier
@@ -24,7 +28,7 @@
 //      l = l e^{m - m'} + sum P, alpha = e^{m - m'} to shared memory;              barrier
 //   4. o = alpha o + P V, V = the first kv_lora dims of the same rows (K = V), read from global memory a
 //      second time (L1/L2: the block read these rows in step 1), kFlashVTokens = 8 rows per chunk, two
-//      buffers. o [32, 512] lives in registers: thread tid owns heads 8 tr.. (tr = lane / 8) and columns
+//      buffers, staged through registers like the score chunks. o [32, 512] lives in registers: thread tid owns heads 8 tr.. (tr = lane / 8) and columns
 //      4 tc.. and 256 + 4 tc.. (tc = 8 warp + lane % 8), 8 x 8 = 64 accumulators; per token four
 //      128-bit loads (P of its 8 heads, its 2 column quads) for 64 FMAs;              barrier per chunk
 // A full tile is 28 barriers at V2 (18 + 1 + 1 + 8) and 4.46 MFLOP (32 x 64 x (576 + 512) x 2).
@@ -37,9 +41,12 @@
 // chunk 0 beside S0), ldv = kv_lora rounded up to 4; then P [64][36], alpha and l [32]. At V2
 // (kv_lora = 512): 8,192 + 2,304 + 64 floats = 42,240 bytes, under the 48 KiB a launch gets without an
 // opt-in, and independent of D (the score step streams it). Registers: __launch_bounds__(256, 2)
-// holds ptxas to 128 per thread (sm_80 and sm_90, no spills; 151-152 unbounded), so 2 blocks
-// (16 warps) fit an SM's 64 K registers; their shared memory, 2 x (42,240 + 1 KiB reserved), is 86 KB
-// of an H100's 228 KiB. Every 64 FMAs of o take 4 warp-wide 128-bit loads and every 16 of S take 2:
+// holds ptxas to 128 per thread, so 2 blocks (16 warps) fit an SM's 64 K registers; the staged copies
+// (12 floats per score chunk, 16 per V chunk, beside o's 64) cost 36-40 bytes of spills (sm_90 / sm_80;
+// none without them), measured and kept: the 1.31x above includes them. Also prefetching the next
+// tile's chunk 0 during the last V chunk spilled 144 bytes and was not kept. ncu on an H200: 62 % of
+// issue slots busy, the FMA pipe 40 %, occupancy 25 % (limited by registers). The 2 blocks' shared
+// memory, 2 x (42,240 + 1 KiB reserved), is 86 KB of an H100's 228 KiB. Every 64 FMAs of o take 4 warp-wide 128-bit loads and every 16 of S take 2:
 // with one wavefront each (below), shared memory is busy 25 % and 50 % of the FMA pipe's time.
 // Banks (CUDA C Programming Guide, shared-memory banks: word a is in bank a mod 32; a warp access is
 // one wavefront when no bank holds two different words; tests/test_03_mla_cuda.cpp computes each):
@@ -71,25 +78,47 @@ struct alignas(16) F4 {  // four consecutive floats of shared memory, one 128-bi
 };
 __device__ __forceinline__ F4 ld4(const float* p) { return *reinterpret_cast<const F4*>(p); }
 
-// Score chunk d0 of the tile into buf: Ks[kk][t] = tile row t, dim d0 + kk (0 for t >= n or past D),
-// Qs[kk][g] = q of head h0 + g, dim d0 + kk (0 for g >= gh). Thread tid copies dim kk = lk of rows
-// lr + 8 l (8 lanes read 32 contiguous bytes of a row): krow, qrow point at row lr, dim lk; kn = n - lr
-// and qn = gh - lr rows are valid from there.
-__device__ __forceinline__ void load_score_chunk(float* buf, const float* krow, const float* qrow, int D, int d0,
-                                                 int kn, int qn, int lk, int lr) {
+// Score chunk d0 of the tile, in two halves so that the global loads of chunk c + 1 are in flight
+// while chunk c is multiplied (registers, not shared memory, hold them meanwhile):
+// fetch_score_chunk reads Ks[kk][t] = tile row t, dim d0 + kk (0 for t >= n or past D) and
+// Qs[kk][g] = q of head h0 + g, dim d0 + kk (0 for g >= gh) into registers, store_score_chunk writes
+// them to buf. Thread tid copies dim kk = lk of rows lr + 8 l (8 lanes read 32 contiguous bytes of a
+// row): krow, qrow point at row lr, dim lk; kn = n - lr and qn = gh - lr rows are valid from there.
+struct ScoreChunk {
+  float k[T / 8], q[G / 8];
+};
+__device__ __forceinline__ void fetch_score_chunk(ScoreChunk& r, const float* krow, const float* qrow, int D, int d0,
+                                                  int kn, int qn, int lk) {
+  const bool dim = d0 + lk < D;
+  for (int l = 0; l < T / 8; ++l) r.k[l] = dim && 8 * l < kn ? krow[8 * l * D + d0] : 0.0f;
+  for (int l = 0; l < G / 8; ++l) r.q[l] = dim && 8 * l < qn ? qrow[8 * l * D + d0] : 0.0f;
+}
+__device__ __forceinline__ void store_score_chunk(float* buf, const ScoreChunk& r, int lk, int lr) {
   float* Ks = buf + lk * LK + lr;
   float* Qs = buf + KT * LK + lk * LQ + lr;
-  const bool dim = d0 + lk < D;
-  for (int l = 0; l < T / 8; ++l) Ks[8 * l] = dim && 8 * l < kn ? krow[8 * l * D + d0] : 0.0f;
-  for (int l = 0; l < G / 8; ++l) Qs[8 * l] = dim && 8 * l < qn ? qrow[8 * l * D + d0] : 0.0f;
+  for (int l = 0; l < T / 8; ++l) Ks[8 * l] = r.k[l];
+  for (int l = 0; l < G / 8; ++l) Qs[8 * l] = r.q[l];
 }
 
-// V chunk c of the tile into buf [TV][ldv]: rows c TV + tt < n, columns r < ldv (0 past R).
-__device__ __forceinline__ void load_v_chunk(float* buf, const float* page, int D, int R, int ldv, int c, int n) {
-  const int rows = n - c * TV < TV ? n - c * TV : TV;
-  for (int tt = 0; tt < rows; ++tt) {
+// V chunk c of the tile, likewise in two halves: rows c TV + tt < n, columns r < ldv (0 past R) into
+// buf [TV][ldv]; thread tid holds columns tid and tid + NT of each row (ldv <= 2 NT).
+static_assert(kFlashMaxR <= 2 * NT, "a V row is at most two columns per thread");
+struct VChunk {
+  float v[TV][2];
+};
+__device__ __forceinline__ void fetch_v_chunk(VChunk& r, const float* page, int D, int R, int c, int n) {
+  const int rows = n - c * TV < TV ? n - c * TV : TV, col = threadIdx.x;
+  for (int tt = 0; tt < TV; ++tt) {
     const float* row = page + (c * TV + tt) * D;
-    for (int r = threadIdx.x; r < ldv; r += NT) buf[tt * ldv + r] = r < R ? row[r] : 0.0f;
+    r.v[tt][0] = tt < rows && col < R ? row[col] : 0.0f;
+    r.v[tt][1] = tt < rows && col + NT < R ? row[col + NT] : 0.0f;
+  }
+}
+__device__ __forceinline__ void store_v_chunk(float* buf, const VChunk& r, int ldv, int c, int n) {
+  const int rows = n - c * TV < TV ? n - c * TV : TV, col = threadIdx.x;
+  for (int tt = 0; tt < rows; ++tt) {
+    if (col < ldv) buf[tt * ldv + col] = r.v[tt][0];
+    if (col + NT < ldv) buf[tt * ldv + col + NT] = r.v[tt][1];
   }
 }
 
@@ -134,12 +163,14 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
     float acc[4][4];
     for (int i = 0; i < 4; ++i)
       for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
-    load_score_chunk(smem, krow, qrow, D, 0, n - lr, gh - lr, lk, lr);
+    ScoreChunk next;
+    fetch_score_chunk(next, krow, qrow, D, 0, n - lr, gh - lr, lk);
+    store_score_chunk(smem, next, lk, lr);
     __syncthreads();  // chunk 0 is complete before anyone multiplies it
     for (int c = 0; c < nc; ++c) {
       float* buf = smem + (c & 1) * KT * (LK + LQ);
-      if (c + 1 < nc)  // into the other buffer, last read in chunk c - 1, before the barrier that ended it
-        load_score_chunk(smem + ((c + 1) & 1) * KT * (LK + LQ), krow, qrow, D, (c + 1) * KT, n - lr, gh - lr, lk, lr);
+      if (c + 1 < nc)  // chunk c + 1's loads in flight during chunk c's products
+        fetch_score_chunk(next, krow, qrow, D, (c + 1) * KT, n - lr, gh - lr, lk);
       if (4 * sr < gh && 4 * sc < n) {
         const float* qs = buf + KT * LK + (KT / 2) * half * LQ + 4 * sr;  // dims [16 half, 16 half + 16)
         const float* ks = buf + (KT / 2) * half * LK + 4 * sc;
@@ -150,7 +181,9 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
             for (int t = 0; t < 4; ++t) acc[i][t] += av[i] * kv[t];
         }
       }
-      __syncthreads();  // chunk c is read by all before chunk c + 2 overwrites its buffer
+      if (c + 1 < nc)  // into the other buffer, last read in chunk c - 1, before the barrier that ended it
+        store_score_chunk(smem + ((c + 1) & 1) * KT * (LK + LQ), next, lk, lr);
+      __syncthreads();  // chunk c + 1 is written, and chunk c read by all before chunk c + 2 overwrites it
     }
     // 2. the two k halves' partial sums side by side; V chunk 0 loads meanwhile
     {
@@ -158,7 +191,9 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
       for (int i = 0; i < 4; ++i)
         for (int t = 0; t < 4; ++t) part[(4 * sc + t) * LQ + 4 * sr + i] = acc[i][t];
     }
-    load_v_chunk(smem, page, D, R, ldv, 0, n);
+    VChunk vnext;
+    fetch_v_chunk(vnext, page, D, R, 0, n);
+    store_v_chunk(smem, vnext, ldv, 0, n);
     __syncthreads();  // both halves are written (and V chunk 0) before the softmax adds them
     // 3. online softmax, 8 lanes per head: m' = max(m, max_t S), P = e^{S - m'}, l = l e^{m - m'} + sum P
     {
@@ -191,8 +226,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
       }
     const int nv = (n + TV - 1) / TV;
     for (int c = 0; c < nv; ++c) {
-      if (c + 1 < nv)  // chunk 1's buffer held S0, read before the softmax barrier; later ones, chunk c - 1
-        load_v_chunk(smem + ((c + 1) & 1) * TV * ldv, page, D, R, ldv, c + 1, n);
+      if (c + 1 < nv) fetch_v_chunk(vnext, page, D, R, c + 1, n);  // in flight during chunk c's products
       const float* V = smem + (c & 1) * TV * ldv;
       const int rows = n - c * TV < TV ? n - c * TV : TV;
       if (o_rows && quad0)
@@ -209,7 +243,9 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
               for (int cc = 0; cc < 4; ++cc) o[i][4 + cc] += pv[i] * wv[cc];
           }
         }
-      __syncthreads();  // chunk c and P are read by all before they are overwritten
+      if (c + 1 < nv)  // chunk 1's buffer held S0, read before the softmax barrier; later ones, chunk c - 1
+        store_v_chunk(smem + ((c + 1) & 1) * TV * ldv, vnext, ldv, c + 1, n);
+      __syncthreads();  // chunk c + 1 is written, and chunk c and P read by all before they are overwritten
     }
   }
   if (sp == 0) {

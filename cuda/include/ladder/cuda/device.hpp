@@ -2,12 +2,17 @@
 //
 // The build decides, through one project macro seen by every translation unit (never __CUDACC__,
 // which g++-compiled host files, tests and registry wrappers do not see):
-//   LADDER_GPU (LADDER_CUDA=GPU, cmake/ladder_gpu.cmake): cudaMalloc / cudaMemcpy / cudaFree, every
-//     CUDA error thrown as ladder::Error; sync() surfaces asynchronous launch errors.
+//   LADDER_GPU (LADDER_CUDA=GPU, cmake/ladder_gpu.cmake): stream-ordered allocation (cudaMallocAsync /
+//     cudaFreeAsync on the default stream, from the device's default memory pool, which keeps freed
+//     memory for the next allocation instead of returning it at every synchronisation), cudaMemcpy,
+//     every CUDA error thrown as ladder::Error; sync() surfaces asynchronous launch errors. A host API
+//     call's scratch buffers therefore cost what a framework's caching allocator costs (no cudaMalloc,
+//     and no cudaFree, which waits for the whole device, per call); where the device has no memory
+//     pools (cudaDevAttrMemoryPoolsSupported = 0) it falls back to cudaMalloc / cudaFree.
 //   otherwise (SIMT): ordinary host memory; kernels run on the CPU and read it directly.
-// A fresh DeviceBuffer is poisoned with 0xFF bytes in both (NaN floats, -1 integers; cudaMemset on the
-// GPU), so a kernel that reads memory nobody wrote -- an accumulator never zeroed -- fails loudly
-// instead of finding the zeros cudaMalloc often happens to return. Call fill_zero() when zeros are meant.
+// A fresh DeviceBuffer is poisoned with 0xFF bytes in both (NaN floats, -1 integers; cudaMemsetAsync on
+// the GPU), so a kernel that reads memory nobody wrote -- an accumulator never zeroed -- fails loudly
+// instead of finding the zeros an allocator often happens to return (or a pool's previous contents). Call fill_zero() when zeros are meant.
 // Host API functions (ladder::cuda::<stage>::<rung>) take device pointers (DeviceBuffer::data()).
 #pragma once
 #include <cstddef>
@@ -31,6 +36,29 @@ inline void check(cudaError_t status, const char* call) {
   if (status != cudaSuccess)
     throw Error(fmt::format("{}: {} ({})", call, cudaGetErrorName(status), cudaGetErrorString(status)));
 }
+
+namespace detail {
+// Whether the current device has stream-ordered memory pools; the first call also sets the default
+// pool's release threshold to "never", so memory freed with cudaFreeAsync stays in the pool (the
+// default threshold, 0, hands it back to the driver at every synchronisation and the next
+// cudaMallocAsync maps it again). Per device, decided once per process.
+inline bool memory_pools() {
+  static const bool pools = [] {
+    int device = 0, supported = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device),
+          "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)");
+    if (!supported) return false;
+    cudaMemPool_t pool;
+    check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+    unsigned long long keep = ~0ull;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+          "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)");
+    return true;
+  }();
+  return pools;
+}
+}  // namespace detail
 #endif
 
 // Waits for every launched kernel; surfaces errors of asynchronous launches. No-op under SIMT,
@@ -70,11 +98,14 @@ class DeviceBuffer {
     if (n == 0) return;
 #if defined(LADDER_GPU)
     void* p = nullptr;
-    check(cudaMalloc(&p, bytes()), "cudaMalloc");
+    if (detail::memory_pools())
+      check(cudaMallocAsync(&p, bytes(), cudaStreamLegacy), "cudaMallocAsync");
+    else
+      check(cudaMalloc(&p, bytes()), "cudaMalloc");
     data_ = static_cast<T*>(p);
-    if (const cudaError_t status = cudaMemset(p, 0xFF, bytes()); status != cudaSuccess) {
+    if (const cudaError_t status = cudaMemsetAsync(p, 0xFF, bytes(), cudaStreamLegacy); status != cudaSuccess) {
       free();  // the destructor does not run when the constructor throws
-      check(status, "cudaMemset (poison)");
+      check(status, "cudaMemsetAsync (poison)");
     }
 #else
     data_ = static_cast<T*>(::operator new(bytes(), alignment));
@@ -133,11 +164,11 @@ class DeviceBuffer {
     return host;
   }
 
-  // All bytes zero (cudaMemset).
+  // All bytes zero (cudaMemsetAsync, ordered with the kernels on the default stream).
   void fill_zero() {
     if (size_ == 0) return;
 #if defined(LADDER_GPU)
-    check(cudaMemset(data_, 0, bytes()), "cudaMemset");
+    check(cudaMemsetAsync(data_, 0, bytes(), cudaStreamLegacy), "cudaMemsetAsync");
 #else
     std::memset(static_cast<void*>(data_), 0, bytes());
 #endif
@@ -156,7 +187,13 @@ class DeviceBuffer {
   void free() noexcept {
     if (!data_) return;
 #if defined(LADDER_GPU)
-    cudaFree(data_);  // cannot throw from a destructor; a failed free is reported by later calls
+    // Cannot throw from a destructor; a failed free is reported by later calls. cudaFreeAsync on the
+    // stream every kernel and copy of the project uses: the memory is reused only after the work
+    // launched before it has finished.
+    if (detail::memory_pools())
+      cudaFreeAsync(data_, cudaStreamLegacy);
+    else
+      cudaFree(data_);
 #else
     ::operator delete(static_cast<void*>(data_), alignment);
 #endif
