@@ -1,8 +1,9 @@
 // bench/gpu/bench_gpu.cpp -- the GPU benchmark (built only by LADDER_CUDA=GPU): every CUDA rung at the
 // shapes of the first H100 run, timed with CUDA events around the host API (its per-call scratch
-// stream-ordered allocations from the memory pool included, ladder/cuda/device.hpp) after warm-up, on random non-zero inputs, beside two floors measured
-// in the same run -- a device-to-device copy (bytes floor) and an FMA-bound kernel (fp32 FLOP floor)
-// -- and beside cuBLAS SGEMM for the GEMM-shaped steps; the project GEMM in both its K-loop schedules
+// included: stream-ordered allocations from the memory pool, ladder/cuda/device.hpp) after warm-up,
+// on random non-zero inputs, beside two floors measured in the same run -- a device-to-device copy
+// (bytes floor) and an FMA-bound kernel (fp32 FLOP floor) -- and beside cuBLAS SGEMM for the
+// GEMM-shaped steps; the project GEMM in both its K-loop schedules
 // (pipelined, the default, and the old two-barrier one). One table; ratios only within this run.
 //   bench_gpu [--json FILE] [--reps N] [--only GROUP]
 //     median of N timed calls (default 10) after 2 warm-ups; GROUP = softmax, attention, mla or gemm runs
@@ -249,7 +250,9 @@ int main(int argc, char** argv) try {
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (a == "--reps" && i + 1 < argc) g_reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else throw Error(fmt::format("bench_gpu: argument '{}' violates usage [--json FILE] [--reps N] [--only GROUP]", a));
+    else
+      throw Error(
+          fmt::format("bench_gpu: argument '{}' violates usage [--json FILE] [--reps N] [--only GROUP]", a));
   }
   int dev_count = 0;
   const cudaError_t status = cudaGetDeviceCount(&dev_count);

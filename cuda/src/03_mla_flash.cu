@@ -28,9 +28,10 @@
 //      l = l e^{m - m'} + sum P, alpha = e^{m - m'} to shared memory;              barrier
 //   4. o = alpha o + P V, V = the first kv_lora dims of the same rows (K = V), read from global memory a
 //      second time (L1/L2: the block read these rows in step 1), kFlashVTokens = 8 rows per chunk, two
-//      buffers, staged through registers like the score chunks. o [32, 512] lives in registers: thread tid owns heads 8 tr.. (tr = lane / 8) and columns
-//      4 tc.. and 256 + 4 tc.. (tc = 8 warp + lane % 8), 8 x 8 = 64 accumulators; per token four
-//      128-bit loads (P of its 8 heads, its 2 column quads) for 64 FMAs;              barrier per chunk
+//      buffers, staged through registers like the score chunks. o [32, 512] lives in registers: thread
+//      tid owns heads 8 tr.. (tr = lane / 8) and columns 4 tc.. and 256 + 4 tc.. (tc = 8 warp +
+//      lane % 8), 8 x 8 = 64 accumulators; per token four 128-bit loads (P of its 8 heads, its 2
+//      column quads) for 64 FMAs;                                                   barrier per chunk
 // A full tile is 28 barriers at V2 (18 + 1 + 1 + 8) and 4.46 MFLOP (32 x 64 x (576 + 512) x 2).
 // Then o_s = o / l and lse_s = m + log l. A split that starts past L_b leaves before any barrier.
 // flash_combine: a block per (b, h) merges the splits: lse = log sum_s e^{lse_s},
@@ -46,8 +47,9 @@
 // none without them), measured and kept: the 1.31x above includes them. Also prefetching the next
 // tile's chunk 0 during the last V chunk spilled 144 bytes and was not kept. ncu on an H200: 62 % of
 // issue slots busy, the FMA pipe 40 %, occupancy 25 % (limited by registers). The 2 blocks' shared
-// memory, 2 x (42,240 + 1 KiB reserved), is 86 KB of an H100's 228 KiB. Every 64 FMAs of o take 4 warp-wide 128-bit loads and every 16 of S take 2:
-// with one wavefront each (below), shared memory is busy 25 % and 50 % of the FMA pipe's time.
+// memory, 2 x (42,240 + 1 KiB reserved), is 86 KB of an H100's 228 KiB. Every 64 FMAs of o take 4
+// warp-wide 128-bit loads and every 16 of S take 2: with one wavefront each (below), shared memory is
+// busy 25 % and 50 % of the FMA pipe's time.
 // Banks (CUDA C Programming Guide, shared-memory banks: word a is in bank a mod 32; a warp access is
 // one wavefront when no bank holds two different words; tests/test_03_mla_cuda.cpp computes each):
 //   step 1 reads: a warp holds 4 sr x 8 sc: q words kk 36 + 4 sr .. + 3 (16 consecutive words, each

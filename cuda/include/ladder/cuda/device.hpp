@@ -12,7 +12,8 @@
 //   otherwise (SIMT): ordinary host memory; kernels run on the CPU and read it directly.
 // A fresh DeviceBuffer is poisoned with 0xFF bytes in both (NaN floats, -1 integers; cudaMemsetAsync on
 // the GPU), so a kernel that reads memory nobody wrote -- an accumulator never zeroed -- fails loudly
-// instead of finding the zeros an allocator often happens to return (or a pool's previous contents). Call fill_zero() when zeros are meant.
+// instead of finding the zeros an allocator often happens to return (or a pool's previous contents).
+// Call fill_zero() when zeros are meant.
 // Host API functions (ladder::cuda::<stage>::<rung>) take device pointers (DeviceBuffer::data()).
 #pragma once
 #include <cstddef>
