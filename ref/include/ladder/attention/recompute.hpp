@@ -94,8 +94,8 @@ LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* 
 
           auto pt = P.topLeftCorner(br, bc);
           auto ds = dS.topLeftCorner(br, bc);
-          // lab:todo(recompute_tile) notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (tile::nt(q, k, pt); hidden entries and L = -inf rows 0); dV_j += P^T dO_i (tile::tn_add(pt, g, dv)); dP = dO_i V_j^T into ds (tile::nt); dS = P o (dP - D_i) in ds; dQ_i += scale dS K_j (tile::nn_add(T(p.scale), ds, k, dq)); dK_j += scale dS^T Q_i (tile::tn_add).
-          tile::nt<T>(q, k, pt);              // S_ij (Q_i carries the scale)
+          // lab:todo(recompute_tile) notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (tile::nt(q.leftCols(d), k.leftCols(d), pt); hidden entries and L = -inf rows 0); dV_j += P^T dO_i (tile::tn_add(pt, g, dv)); dP = dO_i V_j^T into ds (tile::nt on g.leftCols(d), v.leftCols(d)); dS = P o (dP - D_i) in ds; dQ_i += scale dS K_j (tile::nn_add(T(p.scale), ds, k, dq)); dK_j += scale dS^T Q_i (tile::tn_add).
+          tile::nt<T>(q.leftCols(d), k.leftCols(d), pt);  // S_ij (Q_i carries the scale)
           for (int64_t r = 0; r < br; ++r) {  // P_ij = e^{S_ij - L_i}, hidden entries 0
             const int64_t visible = std::clamp<int64_t>(p.last_key(r0 + r) - c0 + 1, 0, bc);
             auto prow = pt.row(r);
@@ -107,7 +107,7 @@ LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* 
             prow.tail(bc - visible).setZero();
           }
           tile::tn_add<T>(pt, g, dv);          // dV_j += P^T dO_i
-          tile::nt<T>(g, v, ds);               // dP_ij
+          tile::nt<T>(g.leftCols(d), v.leftCols(d), ds);  // dP_ij
           for (int64_t r = 0; r < br; ++r)     // dS_ij = P o (dP - D_i)
             ds.row(r) = pt.row(r).cwiseProduct((ds.row(r).array() - Di(r)).matrix());
           tile::nn_add<T>(T(p.scale), ds, k, dq);  // dQ_i += scale dS K_j

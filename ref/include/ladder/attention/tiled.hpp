@@ -26,8 +26,8 @@
 // (scaled by `scale` on the way, so S = Q_i K_j^T needs no extra pass), K_j and V_j, and storing O_i
 // and L_i are the only accesses to the [B,H,N,d] arrays, and are what Traffic counts.
 // The buffers are dp = tile::width(d) wide, d rounded up to a 64-byte line with zero columns past d
-// (tile_ops.hpp: Eigen's kernels are ~20 % slower on a ragged width; the zeros add exactly 0 to S and
-// stay 0 in O).
+// (tile_ops.hpp: Eigen's kernels are ~20 % slower on a ragged output width; the zeros stay 0 in O).
+// S = Q_i K_j^T sums over d, so it takes the first d columns only (leftCols(d)): no work on zeros.
 #pragma once
 #include "ladder/core/eigen.hpp"
 #include <cmath>
@@ -88,8 +88,8 @@ LADDER_LAB_ENTRY void tiled_forward(const Problem& p, const T* Q, const T* K, co
         v.leftCols(d) = ConstMatMap<T>(V + (bh * Nk + c0) * d, bc, d);
         rd += 2 * bc * d;
         auto s = S.topLeftCorner(br, bc);
-        // lab:todo(tiled_tile) notes §3.7: S_ij = q k^T into s (tile::nt(q, k, s)); per row r (causal: the first `visible` keys) m_new, alpha = e^{m - m_new}, P = e^{S - m_new} in s (hidden entries 0), l and O rescaled; then O_i += P V_j (tile::nn_add(s, v, o)).
-        tile::nt<T>(q, k, s);  // S_ij = scale Q_i K_j^T
+        // lab:todo(tiled_tile) notes §3.7: S_ij = q k^T into s (tile::nt(q.leftCols(d), k.leftCols(d), s): the sum runs over the d real columns); per row r (causal: the first `visible` keys) m_new, alpha = e^{m - m_new}, P = e^{S - m_new} in s (hidden entries 0), l and O rescaled; then O_i += P V_j (tile::nn_add(s, v, o)).
+        tile::nt<T>(q.leftCols(d), k.leftCols(d), s);  // S_ij = scale Q_i K_j^T
 
         for (int64_t r = 0; r < br; ++r) {  // the online recurrence, row by row
           const int64_t visible = std::clamp<int64_t>(p.last_key(r0 + r) - c0 + 1, 0, bc);

@@ -95,7 +95,7 @@ LADDER_LAB_ENTRY void recompute_backward(const Problem& p, const T* Q, const T* 
 
           auto pt = P.topLeftCorner(br, bc);
           auto ds = dS.topLeftCorner(br, bc);
-          // TODO(lab: recompute_tile): notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (tile::nt(q, k, pt); hidden entries and L = -inf rows 0); dV_j += P^T dO_i (tile::tn_add(pt, g, dv)); dP = dO_i V_j^T into ds (tile::nt); dS = P o (dP - D_i) in ds; dQ_i += scale dS K_j (tile::nn_add(T(p.scale), ds, k, dq)); dK_j += scale dS^T Q_i (tile::tn_add).
+          // TODO(lab: recompute_tile): notes §3.8: P_ij = e^{S_ij - L_i} recomputed into pt (tile::nt(q.leftCols(d), k.leftCols(d), pt); hidden entries and L = -inf rows 0); dV_j += P^T dO_i (tile::tn_add(pt, g, dv)); dP = dO_i V_j^T into ds (tile::nt on g.leftCols(d), v.leftCols(d)); dS = P o (dP - D_i) in ds; dQ_i += scale dS K_j (tile::nn_add(T(p.scale), ds, k, dq)); dK_j += scale dS^T Q_i (tile::tn_add).
           MatMap<T>(dQ + (qoff + r0) * d, br, d) = dq.leftCols(d);
         }
         MatMap<T>(dK + (koff + c0) * d, bc, d) = dk.leftCols(d);
