@@ -27,6 +27,9 @@
 
 #if defined(LADDER_GPU)
 #include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
 #endif
 
 namespace ladder::cuda {
@@ -39,25 +42,30 @@ inline void check(cudaError_t status, const char* call) {
 }
 
 namespace detail {
-// Whether the current device has stream-ordered memory pools; the first call also sets the default
-// pool's release threshold to "never", so memory freed with cudaFreeAsync stays in the pool (the
-// default threshold, 0, hands it back to the driver at every synchronisation and the next
-// cudaMallocAsync maps it again). Per device, decided once per process.
+// Whether the current device has stream-ordered memory pools; the first call for a device also sets its
+// default pool's release threshold to "never", so memory freed with cudaFreeAsync stays in the pool
+// (the default threshold, 0, hands it back to the driver at every synchronisation and the next
+// cudaMallocAsync maps it again). Decided once per device and process: a program that switches
+// devices with cudaSetDevice gets each device's own answer.
 inline bool memory_pools() {
-  static const bool pools = [] {
-    int device = 0, supported = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device),
-          "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)");
-    if (!supported) return false;
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  static std::mutex mutex;
+  static std::map<int, bool> known;  // device -> pools supported (and its threshold set)
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(device); it != known.end()) return it->second;
+  int supported = 0;
+  check(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device),
+        "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)");
+  if (supported) {
     cudaMemPool_t pool;
     check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
     unsigned long long keep = ~0ull;
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
           "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)");
-    return true;
-  }();
-  return pools;
+  }
+  known.emplace(device, supported != 0);
+  return supported != 0;
 }
 }  // namespace detail
 #endif
@@ -99,7 +107,8 @@ class DeviceBuffer {
     if (n == 0) return;
 #if defined(LADDER_GPU)
     void* p = nullptr;
-    if (detail::memory_pools())
+    pooled_ = detail::memory_pools();
+    if (pooled_)
       check(cudaMallocAsync(&p, bytes(), cudaStreamLegacy), "cudaMallocAsync");
     else
       check(cudaMalloc(&p, bytes()), "cudaMalloc");
@@ -121,12 +130,13 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   DeviceBuffer(DeviceBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), pooled_(other.pooled_) {}
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     if (this != &other) {
       free();
       data_ = std::exchange(other.data_, nullptr);
       size_ = std::exchange(other.size_, 0);
+      pooled_ = other.pooled_;
     }
     return *this;
   }
@@ -190,8 +200,9 @@ class DeviceBuffer {
 #if defined(LADDER_GPU)
     // Cannot throw from a destructor; a failed free is reported by later calls. cudaFreeAsync on the
     // stream every kernel and copy of the project uses: the memory is reused only after the work
-    // launched before it has finished.
-    if (detail::memory_pools())
+    // launched before it has finished. pooled_ is how this buffer was allocated (not how the device
+    // current now allocates: the program may have switched devices since).
+    if (pooled_)
       cudaFreeAsync(data_, cudaStreamLegacy);
     else
       cudaFree(data_);
@@ -203,6 +214,7 @@ class DeviceBuffer {
 
   T* data_ = nullptr;
   std::size_t size_ = 0;
+  bool pooled_ = false;  // GPU build: allocated by cudaMallocAsync (freed by cudaFreeAsync), else cudaMalloc
 };
 
 }  // namespace ladder::cuda
