@@ -114,18 +114,39 @@ void refill(Array<T>& a, const Shape& shape, T v) {
     std::fill(a.data.begin() + c * chunk, a.data.begin() + std::min(n, (c + 1) * chunk), v);
 }
 
-// Sizes out for a step: u [B, hidden]; scores = -inf and attn = 0 [B, H, Lmax] (entries j >= L_b keep
-// these), or both empty; lse empty (flash_mla sets it). An Output passed again (decode_into) keeps its
-// storage: a serving loop that decodes into the same Output every step allocates nothing after the
-// first, where a fresh Output costs the kernel's zero-fill of 128 MiB of new pages per step at B = 32,
-// L = 4096 (bench/03_mla.cpp times both).
+// a = [B, H, Lmax] with entries j >= seqlens[b] of every row (b, h) equal to v. Entries j < L_b are
+// left as they are: every rung writes all of them (scores, then attn = softmax(scores)), so filling
+// them too would be a pass over the whole array for nothing (at B = 32, L = 4096 the two arrays are
+// 128 MiB; the A_CC_ME step did not get measurably faster without it: 372-382 ms against 376-382,
+// three alternating runs each on a 2-core Zen 4, within the noise). Fresh storage is filled whole,
+// like refill. test_03_mla's decode_into case checks the tails over steps of different shapes.
+template <class T>
+void refill_tails(Array<T>& a, const std::vector<int64_t>& seqlens, int64_t H, int64_t Lmax, T v) {
+  const int64_t B = static_cast<int64_t>(seqlens.size()), n = B * H * Lmax;
+  if (static_cast<int64_t>(a.data.capacity()) < n) {
+    refill(a, {B, H, Lmax}, v);
+    return;
+  }
+  a.shape = {B, H, Lmax};
+  a.data.resize(static_cast<size_t>(n));
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 20))
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    std::fill(a.data.begin() + bh * Lmax + std::min(Lmax, seqlens[static_cast<size_t>(bh / H)]),
+              a.data.begin() + (bh + 1) * Lmax, v);
+}
+
+// Sizes out for a step: u [B, hidden]; scores = -inf and attn = 0 [B, H, Lmax] past each L_b (entries
+// j < L_b are the rung's to write, refill_tails), or both empty; lse empty (flash_mla sets it). An
+// Output passed again (decode_into) keeps its storage: a serving loop that decodes into the same Output
+// every step allocates nothing after the first, where a fresh Output costs the kernel's zero-fill of
+// 128 MiB of new pages per step at B = 32, L = 4096 (bench/03_mla.cpp times both).
 template <class T>
 void reset_output(Output<T>& out, const Config& c, const std::vector<int64_t>& seqlens, int64_t Lmax, bool scores) {
   const int64_t B = static_cast<int64_t>(seqlens.size());
   out.u.resize(B, c.hidden);
   if (scores) {
-    refill(out.scores, {B, c.n_heads, Lmax}, -std::numeric_limits<T>::infinity());
-    refill(out.attn, {B, c.n_heads, Lmax}, T(0));
+    refill_tails(out.scores, seqlens, c.n_heads, Lmax, -std::numeric_limits<T>::infinity());
+    refill_tails(out.attn, seqlens, c.n_heads, Lmax, T(0));
   } else {
     out.scores = Array<T>();
     out.attn = Array<T>();
