@@ -30,8 +30,8 @@ namespace ladder::attention::tile {
 // over d (S = Q_i K_j^T, dP = dO_i V_j^T) is given the first d columns only (leftCols(d)): its inner
 // dimension takes any length at full speed, so zero columns there are multiply-adds for nothing (at
 // d = 59, 8 % more; the tiled forward went from 0.88x to 0.94x of a square Eigen GEMM on a 2-core
-// AVX2 EPYC, one interleaved run). FlashAttention-2's interface pads the head dim too (q, k, v are
-// round_multiple(head_size, 8) wide in csrc/flash_attn/flash_api.cpp).
+// Zen 4 EPYC with AVX-512, one interleaved run). FlashAttention-2's interface pads the head dim too
+// (q, k, v are round_multiple(head_size, 8) wide in csrc/flash_attn/flash_api.cpp).
 template <class T>
 constexpr int64_t width(int64_t d) {
   constexpr int64_t line = 64 / static_cast<int64_t>(sizeof(T));
