@@ -207,10 +207,14 @@ void merge_into(T m, T& d, T m_b, T d_b) {
 }
 }  // namespace vec
 
-// next, stream: how the last pass writes y (normalise); the defaults write it like any other store.
+namespace vec {
+// The passes of the two rungs, each over one row x[0, V); a rung is its passes in order (below), and
+// bench/01_softmax.cpp times each pass alone on rows held in the cache.
+
+// online_vec's one pass over x (notes Alg. 3 lines 1-5, per lane, then the lanes merged): returns the
+// row's (m, d) in m_out, d_out; m_out = -inf for a row of -inf only.
 template <class T>
-void online_vec_row(const T* x, T* y, int64_t V, const T* next = nullptr, bool stream = false) {
-  using namespace vec;
+void online_state(const T* x, int64_t V, T& m_out, T& d_out) {
   using P = Packet<T>;
   constexpr int64_t W = kWidth<T>, step = kOnlineStep<T>;
   constexpr T ninf = -std::numeric_limits<T>::infinity();
@@ -259,29 +263,51 @@ void online_vec_row(const T* x, T* y, int64_t V, const T* next = nullptr, bool s
   T mm = ninf, dd = 0;
   for (int64_t l = 0; l < lanes; ++l) mm = std::max(mm, ml[l]);
   for (int64_t l = 0; l < lanes; ++l) merge_into(mm, dd, ml[l], dl[l]);
-  if (mm == ninf) {  // all -inf: defined as zeros (softmax.hpp)
+  m_out = mm, d_out = dd;
+}
+
+// safe_vec's pass 1 (Alg. 2 lines 1-4, lane-wise): max_j x_j.
+template <class T>
+T max_pass(const T* x, int64_t V) {
+  using P = Packet<T>;
+  P mp = ei::pset1<P>(-std::numeric_limits<T>::infinity());
+  for_packets(x, V, [&](const P& xp, int64_t, int64_t) { mp = ei::pmax(mp, xp); });
+  return ei::predux_max(mp);
+}
+
+// safe_vec's pass 2 (Alg. 2 lines 5-8, lane-wise): sum_j e^{x_j - m}.
+template <class T>
+T exp_sum_pass(const T* x, int64_t V, T m) {
+  using P = Packet<T>;
+  const P pm = ei::pset1<P>(m);
+  P dp = ei::pset1<P>(T(0));
+  for_packets(x, V, [&](const P& xp, int64_t, int64_t) { dp = ei::padd(dp, exp_shifted<T>(xp, pm)); });
+  return ei::predux(dp);
+}
+}  // namespace vec
+
+// next, stream: how the last pass writes y (normalise); the defaults write it like any other store.
+template <class T>
+void online_vec_row(const T* x, T* y, int64_t V, const T* next = nullptr, bool stream = false) {
+  T m, d;
+  vec::online_state(x, V, m, d);  // pass 1: (m, d)
+  if (m == -std::numeric_limits<T>::infinity()) {  // all -inf: defined as zeros (softmax.hpp)
     std::fill(y, y + V, T(0));
     return;
   }
-  normalise(x, y, V, mm, dd, next, stream);
+  vec::normalise(x, y, V, m, d, next, stream);  // pass 2
 }
 
 template <class T>
 void safe_vec_row(const T* x, T* y, int64_t V, const T* next = nullptr, bool stream = false) {
-  using namespace vec;
-  using P = Packet<T>;
-  P mp = ei::pset1<P>(-std::numeric_limits<T>::infinity()), dp = ei::pset1<P>(T(0));
-  // Alg. 2 lines 1-4, lane-wise. A NaN in x makes the row NaN through d below (e^{NaN - m}), as in
-  // safe_row, whether or not the max keeps it.
-  for_packets(x, V, [&](const P& xp, int64_t, int64_t) { mp = ei::pmax(mp, xp); });
-  const T m = ei::predux_max(mp);
+  // A NaN in x makes the row NaN through d below (e^{NaN - m}), as in safe_row, whether or not the max
+  // keeps it.
+  const T m = vec::max_pass(x, V);  // pass 1
   if (m == -std::numeric_limits<T>::infinity()) {
     std::fill(y, y + V, T(0));
     return;
   }
-  const P pm = ei::pset1<P>(m);
-  for_packets(x, V, [&](const P& xp, int64_t, int64_t) { dp = ei::padd(dp, exp_shifted<T>(xp, pm)); });  // lines 5-8
-  normalise(x, y, V, m, ei::predux(dp), next, stream);  // Alg. 2 lines 9-11
+  vec::normalise(x, y, V, m, vec::exp_sum_pass(x, V, m), next, stream);  // passes 2 and 3 (Alg. 2 lines 9-11)
 }
 
 namespace vec {
