@@ -6,7 +6,6 @@
 #include <omp.h>
 
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "ladder/core/registry.hpp"

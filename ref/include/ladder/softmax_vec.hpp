@@ -205,9 +205,7 @@ template <class T>
 void merge_into(T m, T& d, T m_b, T d_b) {
   d += m_b == -std::numeric_limits<T>::infinity() ? d_b : d_b * std::exp(m_b - m);
 }
-}  // namespace vec
 
-namespace vec {
 // The passes of the two rungs, each over one row x[0, V); a rung is its passes in order (below), and
 // bench/01_softmax.cpp times each pass alone on rows held in the cache.
 
