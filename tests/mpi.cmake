@@ -165,6 +165,31 @@ if(TARGET ladder-serve-demo)
   add_test(NAME mpi.serve_demo.experts_not_divisible COMMAND ${run} -np 3 ${exe})
   set_tests_properties(mpi.serve_demo.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")
+  # TP inside the decode instance (--decode-tp): the heads of every MLA layer split over 2 ranks, over 2 ranks
+  # in each of 2 pipeline stages (3 prefill stages feeding them), and over 8 (one head each); u and y of every
+  # step bit-identical to one process summing the same shards in rank order, and the last stage's TP ranks
+  # agreeing by vote. Planted: TP rank 0 adds the partials in reverse order (4 ranks: with 2 the two orders
+  # are the same sum): with 2 layers both checks fail; with 1 layer the last rank's u is still right, so only
+  # the vote can catch it -- and must. A TP count that does not divide the heads is one error on every rank.
+  add_test(NAME mpi.serve_demo.tp2 COMMAND ${run} -np 4 ${exe} --decode-tp 2)
+  add_test(NAME mpi.serve_demo.tp2_stages COMMAND ${run} -np 7 ${exe} --layers 3 --layer-shards 3 --decode-shards 2
+           --decode-tp 2 --experts 14)
+  add_test(NAME mpi.serve_demo.tp8 COMMAND ${run} -np 9 ${exe} --decode-tp 8 --experts 9)
+  foreach(t tp2 tp2_stages tp8)
+    set_tests_properties(mpi.serve_demo.${t} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
+                         PASS_REGULAR_EXPRESSION "TP cache .*TP all-reduces .*hold the same u[^\n]*: SAME\n[^\n]*every step\\): BIT-IDENTICAL")
+  endforeach()
+  add_test(NAME mpi.serve_demo.tp_planted_reverse_sum COMMAND ${run} -np 5 ${exe} --decode-tp 4 --experts 10
+           --test-plant-tp-reverse-sum)
+  set_tests_properties(mpi.serve_demo.tp_planted_reverse_sum PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "same u[^\n]*: DIFFERENT \\(FAIL\\)\n[^\n]*DIFFERENT \\(FAIL\\): u different")
+  add_test(NAME mpi.serve_demo.tp_planted_vote_only COMMAND ${run} -np 5 ${exe} --layers 1 --decode-tp 4 --experts 10
+           --test-plant-tp-reverse-sum)
+  set_tests_properties(mpi.serve_demo.tp_planted_vote_only PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "same u[^\n]*: DIFFERENT \\(FAIL\\)\n[^\n]*every step\\): BIT-IDENTICAL")
+  add_test(NAME mpi.serve_demo.tp_not_divisor COMMAND ${run} -np 4 ${exe} --decode-tp 3)
+  set_tests_properties(mpi.serve_demo.tp_not_divisor PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank [0-9]: error: .*--decode-tp = 3 violates a divisor of the model's 8 heads")
 endif()
 # Tensor parallelism (ladder-tp-mla): one MLA decode step with the heads split over 2, 4 and 8 ranks
 # (A_CC_ME; flash_mla with 16 heads on 4), u bit-identical on every rank to the shards decoded and summed in

@@ -2,12 +2,15 @@
 // pipeline end to end on N local ranks, timed per stage and checked bit for bit against one process.
 //
 //   mpirun -np 4 --oversubscribe ladder-serve-demo [--prompts 1,63,64,65,300] [--steps 4] [--layers 2]
-//                                                  [--layer-shards 1] [--decode-shards 1] [--experts 8]
-//                                                  [--zipf] [--eplb-redundant R]
+//                                                  [--layer-shards 1] [--decode-shards 1] [--decode-tp 1]
+//                                                  [--experts 8] [--zipf] [--eplb-redundant R]
 //
 // Ranks 0 .. N-2 are prefill instances, rank N-1 the decode instance (DistServe OSDI'24: the phases on
 // separate instances; with --decode-shards D the decode instance is the last D ranks, its layers split
-// over D pipeline stages). 1. Prefill: each prefill rank runs the stack of stage 03 MLA layers over its
+// over D pipeline stages; with --decode-tp T each stage is T ranks running every MLA layer tensor-parallel,
+// the heads split over them and one all-reduce of u per layer (ladder/mpi/tp.hpp, as ladder-tp-mla): the
+// instance is the last D x T ranks; the stage's first rank pulls the stage's KV blocks and broadcasts them
+// to the others, since under TP every rank holds the whole latent cache). 1. Prefill: each prefill rank runs the stack of stage 03 MLA layers over its
 // prompts into its paged cache (with --layer-shards S the layers are split over S pipeline stages).
 // 2. Migration: the decode rank pulls every layer's blocks into its own pools
 // (ladder/mpi/kv_transport.hpp). 3. Decode: each step runs the MLA layers over the migrated caches
@@ -23,12 +26,15 @@
 // by token. After every step the decode rank, which holds the whole batch, broadcasts the step's loads and
 // every rank re-places. Every rank builds the whole layer's weights (they are small), so a re-placement
 // moves no weights here; on real cards it moves the replicated experts' weights.
-// Printed: prefill time (slowest prefill rank), migration time and rate, the decode step split into the
-// MLA layers and the MoE all-to-all, the migration's share, the expert rows per rank (with the busiest
+// Printed: prefill time (slowest prefill rank), migration time and rate (with --decode-tp, the cache's
+// broadcast inside the instance), the decode step split into the MLA layers (of which the TP all-reduces)
+// and the MoE all-to-all, the migration's share, the expert rows per rank (with the busiest
 // rank's share under plain E/N sharding and, with --eplb-redundant, under the placement used), and one
 // correctness line: the MLA output u
 // and the MoE output y of every step against the same pipeline in one process (BIT-IDENTICAL or
-// DIFFERENT (FAIL), exit 1).
+// DIFFERENT (FAIL), exit 1); with --decode-tp the one-process pipeline sums the same head shards in the
+// same order, and a second line says whether every TP rank of the last stage holds the same u (a vote).
+// Planted (tests): --test-plant-tp-reverse-sum, TP rank 0 of every stage adds the partials in reverse order.
 #include <mpi.h>
 
 #include <fmt/format.h>
@@ -47,6 +53,7 @@
 #include "ladder/mpi/ep_a2a.hpp"
 #include "ladder/mpi/kv_transport.hpp"
 #include "ladder/mpi/launch.hpp"
+#include "ladder/mpi/tp.hpp"
 
 namespace {
 
@@ -60,6 +67,7 @@ struct Options {
   moe::Index redundant = 0;  // --eplb-redundant: extra expert slots placed by stage 05's balancer
   bool zipf = false;         // --zipf: Zipf-like expert popularity through the gate's selection bias
   bool plant_swap_weights = false;  // test: the MoE combine weights each output by the next top-k weight
+  bool plant_tp_reverse_sum = false;  // test: TP rank 0 of each decode stage sums the partials in reverse
 };
 
 int64_t parse_int(const std::string& s, const char* what) { return ladder::mpi::parse_count(s, "serve-demo", what); }
@@ -86,12 +94,14 @@ Options parse(int argc, char** argv) {
     else if (a == "--layers") o.cfg.layers = parse_int(value(), "--layers");
     else if (a == "--layer-shards") o.cfg.layer_shards = parse_int(value(), "--layer-shards");
     else if (a == "--decode-shards") o.cfg.decode_shards = parse_int(value(), "--decode-shards");
+    else if (a == "--decode-tp") o.cfg.decode_tp = parse_int(value(), "--decode-tp");
     else if (a == "--decode-blocks") o.cfg.decode_blocks = parse_int(value(), "--decode-blocks");
     else if (a == "--experts") o.experts = parse_int(value(), "--experts");
     else if (a == "--eplb-redundant") o.redundant = parse_int(value(), "--eplb-redundant");
     else if (a == "--zipf") o.zipf = true;
     else if (a == "--timeout") o.t.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
     else if (a == "--test-plant-swap-weights") o.plant_swap_weights = true;
+    else if (a == "--test-plant-tp-reverse-sum") o.plant_tp_reverse_sum = true;
     else throw Error(fmt::format("serve-demo: unknown argument '{}' (see the header of mpi/src/serve_demo.cpp)", a));
   }
   require(o.t.timeout_s >= 1, "serve-demo: --timeout = {} violates >= 1 second", o.t.timeout_s);
@@ -169,39 +179,82 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
     if (x.rows() > 0) moe::add_shared(w, x, a.y);
     return a.y;
   };
-  double prefill_s = 0, migrate_s = 0, decode_s = 0, moe_s = 0;
-  int64_t bytes = 0;
+  double prefill_s = 0, migrate_s = 0, decode_s = 0, moe_s = 0, share_s = 0, allreduce_s = 0;
+  int64_t bytes = 0, shared_bytes = 0;
   std::vector<Mat<float>> us;
   std::vector<Mat<double>> ys;
-  const int64_t hidden = w.cfg.hidden, D = lay.decode_shards;
-  if (rank < lay.prefill_ranks) {
+  const int64_t hidden = w.cfg.hidden, D = lay.decode_shards, T = lay.decode_tp;
+  const bool decoding = rank >= lay.prefill_ranks;
+  const int64_t k = decoding ? (rank - lay.prefill_ranks) / T : -1;  // decode stage
+  const int64_t tr = decoding ? (rank - lay.prefill_ranks) % T : -1; // TP rank within the stage
+  // One communicator per decode stage for its TP ranks (every rank joins the split; prefill ranks get none).
+  MPI_Comm tp_comm = MPI_COMM_NULL;
+  if (T > 1) MPI_Comm_split(MPI_COMM_WORLD, decoding ? static_cast<int>(k) : MPI_UNDEFINED, static_cast<int>(tr), &tp_comm);
+  int tp_same = 1;  // the last stage's TP ranks all hold the same u (the vote below)
+  if (!decoding) {
     prefill_s = prefill_serve(c, o.t, rank, lay);
     for (int64_t t = 0; t < c.decode_steps; ++t) moe_step(Mat<double>(0, hidden), false);
-  } else {  // decode stage k of D: its layers, then (last stage) the MoE layer on the batch
-    const int64_t k = rank - lay.prefill_ranks, l0 = first_layer(c, D, k), l1 = first_layer(c, D, k + 1);
+  } else {  // decode stage k of D, TP rank tr of T: its layers (its heads of each), then (last rank) the MoE layer
+    const int64_t l0 = first_layer(c, D, k), l1 = first_layer(c, D, k + 1);
     const std::vector<mla::Weights<float>> W = model(c);
-    Migrated m = migrate_in(c, o.t, lay, W[0].cfg.kv_dim(), k);
+    const int64_t kv_dim = W[0].cfg.kv_dim();
+    Migrated m;
+    if (tr == 0) m = migrate_in(c, o.t, lay, kv_dim, k);  // the stage's leader pulls from the prefill ranks
+    else m.caches = make_decode_caches(c, kv_dim, c.seed + 29, l0, l1);
     migrate_s = m.seconds, bytes = m.bytes;
+    if (T > 1) {  // the whole latent cache to every TP rank of the stage
+      shared_bytes = share_caches(c, m.caches, tp_comm, 10 * o.t.timeout_s, &share_s) * (tr == 0 ? T - 1 : 0);
+    }
     StepInput x_in;
     if (k > 0)
-      x_in = [&](int64_t t) {
+      x_in = [&](int64_t t) {  // from the same TP rank of the stage before
         Mat<float> x(c.prompts(), hidden);
-        recv(x.data(), static_cast<int>(x.size()), MPI_FLOAT, rank - 1, kActivation, 10 * o.t.timeout_s,
-             fmt::format("hidden states of decode step {} at layer {}", t, l0));
+        recv(x.data(), static_cast<int>(x.size()), MPI_FLOAT, lay.decode_rank(k - 1, tr), kActivation,
+             10 * o.t.timeout_s, fmt::format("hidden states of decode step {} at layer {}", t, l0));
         return x;
       };
+    Attend attend;
+    std::vector<mla::Weights<float>> shards;  // [layer - l0]: this rank's heads of each layer
+    if (T > 1) {
+      for (int64_t l = l0; l < l1; ++l) shards.push_back(tp::shard_of(W[static_cast<size_t>(l)], tr, T));
+      attend = [&](int64_t l, const mla::PagedCache<float>& cache, const mla::Step<float>& step) {
+        const Mat<float> partial =
+            mla::run(mla::reference_rung<float>(mla::Variant::flash_mla), shards[static_cast<size_t>(l - l0)], cache, step).u;
+        const auto a0 = Clock::now();
+        Mat<float> u = tp::allreduce_in_rank_order(partial, tp_comm, 10 * o.t.timeout_s,
+                                                   fmt::format("layer {}'s TP all-reduce", l),
+                                                   o.plant_tp_reverse_sum && tr == 0);
+        allreduce_s += since(a0);
+        return u;
+      };
+    }
     const auto d0 = Clock::now();
     us = decode_layers(W, c, l0, l1, std::move(m.caches), x_in, [&](int64_t t, const Mat<float>& x) {
       if (k + 1 < D)
-        send(x.data(), static_cast<int>(x.size()), MPI_FLOAT, rank + 1, kActivation, 10 * o.t.timeout_s,
-             fmt::format("hidden states of decode step {} at layer {}", t, l1));
+        send(x.data(), static_cast<int>(x.size()), MPI_FLOAT, lay.decode_rank(k + 1, tr), kActivation,
+             10 * o.t.timeout_s, fmt::format("hidden states of decode step {} at layer {}", t, l1));
       const auto e0 = Clock::now();
       Mat<double> y = moe_step(rank == last ? Mat<double>(x.cast<double>()) : Mat<double>(0, hidden),
                                rank == last && o.plant_swap_weights);
       if (rank == last) ys.push_back(std::move(y));
       moe_s += since(e0);
-    });
+    }, attend);
     decode_s = since(d0);
+    if (T > 1 && k + 1 == D) {  // the vote: the same u bytes on every TP rank of the last stage
+      uint64_t h = 1469598103934665603ull;
+      for (const Mat<float>& u : us)
+        for (const unsigned char* p = reinterpret_cast<const unsigned char*>(u.data()),
+                                 *e = p + static_cast<size_t>(u.size()) * sizeof(float); p < e; ++p)
+          h = (h ^ *p) * 1099511628211ull;
+      uint64_t lo = 0, hi = 0;
+      MPI_Request req;
+      MPI_Iallreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, tp_comm, &req);
+      ep::wait_collective(req, o.t.timeout_s, "the TP ranks' vote");
+      MPI_Iallreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, tp_comm, &req);
+      ep::wait_collective(req, o.t.timeout_s, "the TP ranks' vote");
+      tp_same = lo == hi ? 1 : 0;
+    }
+    if (tp_comm != MPI_COMM_NULL) MPI_Comm_free(&tp_comm);
   }
   // Per-rank figures to the last rank (non-blocking collectives with a deadline, like every wait here).
   double slowest_prefill = 0, slowest_migration = 0;
@@ -215,6 +268,12 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   ep::wait_collective(req, o.t.timeout_s, "the migration times' reduce");
   MPI_Ireduce(&bytes, &all_bytes, 1, MPI_INT64_T, MPI_SUM, last, MPI_COMM_WORLD, &req);
   ep::wait_collective(req, o.t.timeout_s, "the migrated bytes' reduce");
+  double slowest_share = 0;
+  int64_t all_shared = 0;
+  MPI_Ireduce(&share_s, &slowest_share, 1, MPI_DOUBLE, MPI_MAX, last, MPI_COMM_WORLD, &req);
+  ep::wait_collective(req, o.t.timeout_s, "the cache broadcasts' times' reduce");
+  MPI_Ireduce(&shared_bytes, &all_shared, 1, MPI_INT64_T, MPI_SUM, last, MPI_COMM_WORLD, &req);
+  ep::wait_collective(req, o.t.timeout_s, "the broadcast bytes' reduce");
   require(int64_t(expert_rows.size()) == steps, "serve-demo: rank {} ran {} MoE steps, violates --steps = {}", rank,
           expert_rows.size(), steps);
   MPI_Igather(expert_rows.data(), static_cast<int>(steps), MPI_INT64_T, rows.data(), static_cast<int>(steps), MPI_INT64_T,
@@ -237,15 +296,25 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
     return eq;
   };
   const bool u_same = same(us, want_u), y_same = same(ys, want_y);
+  const int64_t w_heads = mla::small_config().n_heads;
   const double step_s = decode_s / double(c.decode_steps);
-  fmt::print("serve-demo: {} ranks: {} prefill ({} group(s) x {} stage(s)) -> {} decode stage(s), {} MLA layers; MoE "
+  fmt::print("serve-demo: {} ranks: {} prefill ({} group(s) x {} stage(s)) -> {} decode stage(s){}, {} MLA layers; MoE "
              "{} experts over all {} ranks ({} each), top-2, all-to-all dispatch/combine\n",
-             N, lay.prefill_ranks, lay.groups(), lay.shards, D, c.layers, o.experts, N, o.experts / N);
+             N, lay.prefill_ranks, lay.groups(), lay.shards, D,
+             T > 1 ? fmt::format(" x {} TP ranks ({} of the {} heads each)", T, w_heads / T, w_heads) : std::string(),
+             c.layers, o.experts, N, o.experts / N);
   fmt::print("  prefill    {:9.3f} ms  (slowest prefill rank; prompts [{}])\n", slowest_prefill * 1e3,
              fmt::join(c.prompt_lens, ","));
   fmt::print("  migration  {:9.3f} ms  ({} bytes, {:.2f} GB/s)\n", migrate_s * 1e3, bytes, bytes / migrate_s / 1e9);
-  fmt::print("  decode     {:9.3f} ms per step over {} steps (MLA layers {:.3f} ms + MoE all-to-all {:.3f} ms)\n",
+  if (T > 1)
+    fmt::print("  TP cache   {:9.3f} ms  (slowest rank; each stage's first rank broadcasts the latent cache it pulled to "
+               "the stage's {} other TP rank(s): {} bytes received in all)\n", slowest_share * 1e3, T - 1, all_shared);
+  fmt::print("  decode     {:9.3f} ms per step over {} steps (MLA layers {:.3f} ms{} + MoE all-to-all {:.3f} ms)\n",
              step_s * 1e3, c.decode_steps, (decode_s - moe_s) / double(c.decode_steps) * 1e3,
+             T > 1 ? fmt::format(" [the last stage's TP all-reduces {:.3f} ms of it; per layer each rank sends its "
+                                 "[{}, {}] fp32 partial to {} other(s)]",
+                                 allreduce_s / double(c.decode_steps) * 1e3, c.prompts(), hidden, T - 1)
+                   : std::string(),
              moe_s / double(c.decode_steps) * 1e3);
   fmt::print("  migration = {:.2f} decode steps; migration / (migration + {} decode steps) = {:.1f}%\n",
              migrate_s / step_s, c.decode_steps, 100 * migrate_s / (migrate_s + decode_s));
@@ -269,11 +338,14 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
                                        busiest_share({ran.begin() + std::min<int64_t>(1, steps), ran.end()}),
                                        busiest_share({plain.begin() + std::min<int64_t>(1, steps), plain.end()}))
                          : std::string());
+  if (T > 1)
+    fmt::print("  TP ranks of the last decode stage hold the same u (a vote over its {} ranks): {}\n", T,
+               tp_same ? "SAME" : "DIFFERENT (FAIL)");
   fmt::print("  decode output vs one process (MLA u and MoE y of every step): {}\n",
              u_same && y_same ? "BIT-IDENTICAL"
                               : fmt::format("DIFFERENT (FAIL): u {}, y {}", u_same ? "same" : "different",
                                             y_same ? "same" : "different"));
-  return u_same && y_same ? 0 : 1;
+  return u_same && y_same && tp_same ? 0 : 1;
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 //
 //   mpirun -np N ladder-tp-mla [--prompts 1,63,64,65,300] [--heads 8] [--rung A_CC_ME] [--timeout S]
 //
-// Tensor parallelism of attention as Megatron-LM does it (Shoeybi et al. 2019, §3): the heads are split
-// over the ranks, the output projection's input columns with them, and one all-reduce after it. Rank r
+// Tensor parallelism of attention as Megatron-LM does it (Shoeybi et al. 2019, §3; the shards and the
+// all-reduce are ladder/mpi/tp.hpp, which ladder-serve-demo --decode-tp shares): the heads are split over the ranks, the output projection's input columns with them, and one all-reduce after it. Rank r
 // holds heads [r H/N, (r + 1) H/N): its rows of W_UQ, W_QR and kv_b (W_UK, W_UV) and its columns of
 // W_O. W_DQ, W_DKV and the norms are replicated, and so is the compressed cache: MLA's c^KV and k^R
 // rows serve every head, so under TP each card holds the whole latent cache where MHA's per-head K and
@@ -36,6 +36,7 @@
 #include "ladder/mla.hpp"
 #include "ladder/mpi/ep_a2a.hpp"
 #include "ladder/mpi/launch.hpp"
+#include "ladder/mpi/tp.hpp"
 
 namespace {
 
@@ -92,22 +93,6 @@ Variant variant_of(const std::string& id) {
   throw Error(fmt::format("tp-mla: --rung '{}' violates one of CD, CC, A_CC, A_CC_ME, AM, flash_mla", id));
 }
 
-// The layer restricted to heads [h0, h1): an MLA layer of h1 - h0 heads on the same compressed cache.
-// W_O's columns come from heads [w0, w0 + h1 - h0) (w0 = h0 unless a test plants a shift).
-template <class T>
-Weights<T> head_shard(const Weights<T>& W, int64_t h0, int64_t h1, int64_t w0) {
-  const Config& c = W.cfg;
-  const int64_t n = h1 - h0;
-  Weights<T> s = W;
-  s.cfg.n_heads = n;
-  s.W_UQ = W.W_UQ.middleRows(h0 * c.qk_nope, n * c.qk_nope);
-  s.W_QR = W.W_QR.middleRows(h0 * c.qk_rope, n * c.qk_rope);
-  s.kv_b = W.kv_b.middleRows(h0 * c.kv_b_rows(), n * c.kv_b_rows());
-  s.W_O = W.W_O.middleCols(w0 * c.v_head, n * c.v_head);
-  check_weights(s, "tp-mla head_shard");
-  return s;
-}
-
 int tp_main(const Options& o, int rank, int N) {
   Config cfg = small_config();
   cfg.n_heads = o.heads;
@@ -120,42 +105,27 @@ int tp_main(const Options& o, int rank, int N) {
   const int64_t Hr = o.heads / N, B = static_cast<int64_t>(o.prompts.size()), D = cfg.hidden;
   auto shard = [&](int q) {
     const int64_t w0 = o.plant_shifted_wo ? ((q + 1) % N) * Hr : q * Hr;
-    return head_shard(W, q * Hr, (q + 1) * Hr, w0);
+    return tp::head_shard(W, q * Hr, (q + 1) * Hr, w0);
   };
   auto partial = [&](int q) {  // u_q: rank q's heads decoded, [B, hidden]
     const Weights<float> Wq = shard(q);
     return mla::run(f, Wq, in.cache, in.step).u;
   };
-  auto sum_in_order = [&](const std::vector<float>& parts, bool reverse) {  // parts [N][B * hidden], rank order
-    Mat<float> u = Mat<float>::Zero(B, D);
-    for (int i = 0; i < N; ++i) {
-      const int q = reverse ? N - 1 - i : i;
-      u += ConstMatMap<float>(parts.data() + static_cast<size_t>(q) * B * D, B, D);
-    }
-    return u;
-  };
-
   // TP: this rank's heads, then the all-reduce of the partials.
   const auto t0 = std::chrono::steady_clock::now();
   const Mat<float> mine = partial(rank);
-  std::vector<float> parts(static_cast<size_t>(N * B * D));
-  MPI_Request req;
-  MPI_Iallgather(mine.data(), static_cast<int>(B * D), MPI_FLOAT, parts.data(), static_cast<int>(B * D), MPI_FLOAT,
-                 MPI_COMM_WORLD, &req);
-  ladder::ep::wait_collective(req, o.timeout_s, "the partial outputs' all-gather");
-  const Mat<float> u = sum_in_order(parts, o.plant_reverse_sum);
+  const Mat<float> u = tp::allreduce_in_rank_order(mine, MPI_COMM_WORLD, o.timeout_s, "the partial outputs' all-gather",
+                                                   o.plant_reverse_sum);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int64_t sent = int64_t{N - 1} * B * D * static_cast<int64_t>(sizeof(float));
 
   // The same shards in one process, summed in the same order: the bits u must have.
-  std::vector<float> local(static_cast<size_t>(N * B * D));
-  for (int q = 0; q < N; ++q) {
-    const Mat<float> p = partial(q);
-    std::copy(p.data(), p.data() + B * D, local.begin() + static_cast<ptrdiff_t>(q) * B * D);
-  }
-  const Mat<float> want = sum_in_order(local, false);
+  std::vector<Mat<float>> local;
+  for (int q = 0; q < N; ++q) local.push_back(partial(q));
+  const Mat<float> want = tp::emulate_in_rank_order(local);
   const bool same = std::memcmp(u.data(), want.data(), sizeof(float) * static_cast<size_t>(B * D)) == 0;
   int all_same = same ? 1 : 0, every = 0;
+  MPI_Request req;
   MPI_Iallreduce(&all_same, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
   ladder::ep::wait_collective(req, o.timeout_s, "the bit-identity vote");
   if (rank != 0) return every && same ? 0 : 1;

@@ -12,11 +12,15 @@
 // token j over rows 0..j (the same arithmetic a decode step at position j does). Decode step t of prompt
 // b draws the new token's x^0 from the seed of (b, t); each layer appends its own row at position L_b + t
 // and runs flash_mla (stage 03's paged, split-KV rung) over the batch; the step's output is the last
-// layer's u.
+// layer's u. With decode_tp = T > 1 the decode instance runs each layer tensor-parallel over T ranks
+// (ladder/mpi/tp_shard.hpp): u is the sum, in rank order, of the T head shards' partial outputs, and the
+// one-process reference computes exactly that sum (the same bits as the ranks' all-reduce; not the same
+// bits as decoding all heads at once, which sums W_O's inputs in one product).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -24,6 +28,7 @@
 #include "ladder/core/error.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/mla.hpp"
+#include "ladder/mpi/tp_shard.hpp"
 
 namespace ladder::kvmig {
 
@@ -36,6 +41,7 @@ struct PipelineConfig {
   int64_t layers = 1;        // MLA layers in the stack
   int64_t layer_shards = 1;  // prefill pipeline stages: each prefill rank of a group holds layers/shards
   int64_t decode_shards = 1; // decode pipeline stages: the decode instance's layers split over this many ranks
+  int64_t decode_tp = 1;     // tensor-parallel ranks per decode stage: each layer's heads split over them
 
   int64_t prompts() const { return static_cast<int64_t>(prompt_lens.size()); }
   // Blocks prompt b occupies on the decode side once its N decode tokens are appended.
@@ -55,7 +61,7 @@ struct PipelineConfig {
     mix(static_cast<uint64_t>(decode_steps)), mix(static_cast<uint64_t>(block_size));
     mix(static_cast<uint64_t>(decode_blocks)), mix(seed), mix(static_cast<uint64_t>(prompts()));
     mix(static_cast<uint64_t>(layers)), mix(static_cast<uint64_t>(layer_shards));
-    mix(static_cast<uint64_t>(decode_shards));
+    mix(static_cast<uint64_t>(decode_shards)), mix(static_cast<uint64_t>(decode_tp));
     return h;
   }
 };
@@ -76,6 +82,10 @@ inline void validate(const PipelineConfig& c) {
           "kv-migrate: --layer-shards = {} violates 1 <= shards <= --layers = {}", c.layer_shards, c.layers);
   require(c.decode_shards >= 1 && c.decode_shards <= c.layers,
           "kv-migrate: --decode-shards = {} violates 1 <= shards <= --layers = {}", c.decode_shards, c.layers);
+  const int64_t heads = mla::small_config().n_heads;
+  require(c.decode_tp >= 1 && heads % c.decode_tp == 0,
+          "kv-migrate: --decode-tp = {} violates a divisor of the model's {} heads (every TP rank holds heads / TP)",
+          c.decode_tp, heads);
   int64_t need = 0;
   for (int64_t b = 0; b < c.prompts(); ++b) need += c.decode_need(b);
   require(need <= c.decode_blocks,
@@ -165,6 +175,13 @@ class BlockPool {
     std::fill_n(block(b), block_size_ * kv_dim_, std::numeric_limits<float>::quiet_NaN());
     free_.push_back(b);
   }
+  // Takes block b out of the free list (a copy of another pool's allocation: a TP rank's cache mirrors its
+  // stage leader's block numbering).
+  void claim(int32_t b) {
+    const auto it = std::find(free_.begin(), free_.end(), b);
+    require(it != free_.end(), "kv-migrate: block {} claimed but not free", b);
+    free_.erase(it);
+  }
   float* block(int32_t b) { return data_.data.data() + static_cast<int64_t>(b) * block_size_ * kv_dim_; }
   const float* block(int32_t b) const { return data_.data.data() + static_cast<int64_t>(b) * block_size_ * kv_dim_; }
   int64_t block_floats() const { return block_size_ * kv_dim_; }
@@ -220,15 +237,38 @@ inline Mat<float> step_tokens(const PipelineConfig& c, int64_t t, int64_t hidden
 
 using StepInput = std::function<Mat<float>(int64_t)>;                  // t -> x entering the first layer
 using StepOutput = std::function<void(int64_t, const Mat<float>&)>;   // (t, what step t produced)
+// Layer l's attention output u [B, hidden] for a decode step over its cache (default: flash_mla with the
+// whole layer; a TP rank: its head shard, then the all-reduce).
+using Attend = std::function<Mat<float>(int64_t, const mla::PagedCache<float>&, const mla::Step<float>&)>;
+
+// The one-process emulation of a layer run tensor-parallel over tp ranks: every shard's partial u with
+// flash_mla, summed in rank order (ladder/mpi/tp_shard.hpp). tp = 1: the whole layer, as the default.
+inline Attend emulated_tp(const std::vector<mla::Weights<float>>& W, int64_t tp) {
+  if (tp == 1) return {};
+  auto shards = std::make_shared<std::vector<std::vector<mla::Weights<float>>>>();  // [layer][rank]
+  for (const auto& Wl : W) {
+    shards->emplace_back();
+    for (int64_t q = 0; q < tp; ++q) shards->back().push_back(tp::shard_of(Wl, q, tp));
+  }
+  return [shards](int64_t l, const mla::PagedCache<float>& cache, const mla::Step<float>& step) {
+    const auto rung = mla::reference_rung<float>(mla::Variant::flash_mla);
+    std::vector<Mat<float>> partials;
+    for (const auto& Wq : (*shards)[static_cast<size_t>(l)]) partials.push_back(mla::run(rung, Wq, cache, step).u);
+    return tp::emulate_in_rank_order(partials);
+  };
+}
 
 // N decode steps through layers [l0, l1) (a decode pipeline stage; all layers by default) over their
 // caches d[l - l0], every prompt admitted whole. Step t starts from x_in(t) (default: the new tokens);
 // each layer appends the token's row at position L_b + t and runs flash_mla over the batch. Returns, per
 // step, what leaves the range: x^{l1} = x + u when a layer follows, else the last layer's u [B, hidden];
-// after_step(t, it), when given, runs inside step t (a pipeline stage's send, the serve demo's MoE).
+// after_step(t, it), when given, runs inside step t (a pipeline stage's send, the serve demo's MoE);
+// attend, when given, computes each layer's u (a TP rank's shard and all-reduce). Every rank of a TP group
+// appends the same rows: the cache rows come from the replicated W_DKV, so each holds the whole cache.
 inline std::vector<Mat<float>> decode_layers(const std::vector<mla::Weights<float>>& W, const PipelineConfig& c,
                                              int64_t l0, int64_t l1, std::vector<DecodeCache> d,
-                                             const StepInput& x_in, const StepOutput& after_step) {
+                                             const StepInput& x_in, const StepOutput& after_step,
+                                             const Attend& attend = {}) {
   const int64_t B = c.prompts(), bs = c.block_size, kv_dim = W[0].cfg.kv_dim(), hidden = W[0].cfg.hidden;
   require(static_cast<int64_t>(d.size()) == l1 - l0, "kv-migrate: {} layer caches for layers [{}, {})", d.size(), l0, l1);
   std::vector<mla::PagedCache<float>> cache(d.size());
@@ -265,7 +305,7 @@ inline std::vector<Mat<float>> decode_layers(const std::vector<mla::Weights<floa
       auto& cl = cache[static_cast<size_t>(l - l0)];
       cl.seqlens = dl.lens;
       cl.blocks = dl.pool.data();
-      u = mla::run(rung, Wl, cl, step).u;
+      u = attend ? attend(l, cl, step) : mla::run(rung, Wl, cl, step).u;
       if (l + 1 < c.layers) step.h += u;  // x^{l+1} = x^l + u^l
     }
     Mat<float> leaving = l1 < c.layers ? std::move(step.h) : std::move(u);
@@ -277,11 +317,13 @@ inline std::vector<Mat<float>> decode_layers(const std::vector<mla::Weights<floa
 
 // Every layer in one place: returns the last layer's u of each step.
 inline std::vector<Mat<float>> decode(const std::vector<mla::Weights<float>>& W, const PipelineConfig& c,
-                                      std::vector<DecodeCache> d, const StepOutput& after_step = {}) {
-  return decode_layers(W, c, 0, c.layers, std::move(d), {}, after_step);
+                                      std::vector<DecodeCache> d, const StepOutput& after_step = {},
+                                      const Attend& attend = {}) {
+  return decode_layers(W, c, 0, c.layers, std::move(d), {}, after_step, attend);
 }
 
-// The one-process reference: prefill every prompt through every layer, admit its rows, decode.
+// The one-process reference: prefill every prompt through every layer, admit its rows, decode (each
+// layer's heads split over c.decode_tp shards and their outputs summed in rank order, as the TP ranks do).
 inline std::vector<Mat<float>> one_process(const PipelineConfig& c, const StepOutput& after_step = {}) {
   const std::vector<mla::Weights<float>> W = model(c);
   std::vector<DecodeCache> d = make_decode_caches(c, W[0].cfg.kv_dim(), c.seed + 17);
@@ -289,7 +331,7 @@ inline std::vector<Mat<float>> one_process(const PipelineConfig& c, const StepOu
     const PrefillOut p = prefill_layers(W, c, 0, c.layers, prompt_hidden(c, b, W[0].cfg.hidden));
     for (int64_t l = 0; l < c.layers; ++l) admit_rows(d[static_cast<size_t>(l)], c, b, p.rows[static_cast<size_t>(l)]);
   }
-  return decode(W, c, std::move(d), after_step);
+  return decode(W, c, std::move(d), after_step, emulated_tp(W, c.decode_tp));
 }
 
 }  // namespace ladder::kvmig

@@ -2,8 +2,10 @@
 // over MPI, pull-based as in DistServe (OSDI'24): the functions ladder-kv-migrate and ladder-serve-demo
 // share. The pipeline itself (what is computed) is ladder/mpi/kv_pipeline.hpp.
 //
-// Layout: P prefill ranks in P / S groups of S pipeline stages (S = layer_shards), then D decode ranks
-// (D = decode_shards): one decode instance whose layers are split over D pipeline stages. Prefill rank r
+// Layout: P prefill ranks in P / S groups of S pipeline stages (S = layer_shards), then D x T decode ranks
+// (D = decode_shards, T = decode_tp): one decode instance whose layers are split over D pipeline stages,
+// each stage T tensor-parallel ranks (stage k is ranks P + k T .. P + k T + T - 1; its first is the stage's
+// leader, which does the stage's migration below and then hands the cache to the others, share_caches). Prefill rank r
 // is stage r mod S of group r / S and holds layers [first_layer(S, s), first_layer(S, s + 1)) and their
 // blocks; prompt b goes to group b mod (P / S). A prefill stage computes its layers and sends the
 // prompt's hidden states to the next stage; a decode stage does the same on every decode step. This is
@@ -36,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "ladder/mpi/ep_a2a.hpp"
 #include "ladder/mpi/kv_pipeline.hpp"
 
 namespace ladder::kvmig {
@@ -92,22 +95,26 @@ inline void send(const void* buf, int count, MPI_Datatype type, int dest, int ta
 struct Layout {
   int prefill_ranks = 1;
   int64_t shards = 1;         // prefill pipeline stages per group
-  int64_t decode_shards = 1;  // decode pipeline stages: ranks prefill_ranks .. prefill_ranks + decode_shards - 1
+  int64_t decode_shards = 1;  // decode pipeline stages
+  int64_t decode_tp = 1;      // tensor-parallel ranks per decode stage
   int64_t groups() const { return prefill_ranks / shards; }
   int64_t group_of_prompt(int64_t b) const { return b % groups(); }
   int rank_of(int64_t group, int64_t stage) const { return static_cast<int>(group * shards + stage); }
-  int decode_rank(int64_t k) const { return prefill_ranks + static_cast<int>(k); }
+  // TP rank t of decode stage k (t = 0: the stage's leader, the rank the prefill side talks to).
+  int decode_rank(int64_t k, int64_t t = 0) const { return prefill_ranks + static_cast<int>(k * decode_tp + t); }
+  int64_t decode_ranks() const { return decode_shards * decode_tp; }
 };
 
 // Checked on every rank before any message (every rank prints the same line).
 inline Layout make_layout(const PipelineConfig& c, int ranks) {
-  require(ranks > c.decode_shards, "kv-migrate: {} ranks violates > --decode-shards = {} (at least one prefill rank)",
-          ranks, c.decode_shards);
-  const int prefill_ranks = ranks - static_cast<int>(c.decode_shards);
+  require(ranks > c.decode_shards * c.decode_tp, "kv-migrate: {} ranks violates > --decode-shards = {}{} (at least one "
+          "prefill rank)", ranks, c.decode_shards,
+          c.decode_tp > 1 ? fmt::format(" x --decode-tp = {}", c.decode_tp) : std::string());
+  const int prefill_ranks = ranks - static_cast<int>(c.decode_shards * c.decode_tp);
   require(prefill_ranks % c.layer_shards == 0,
           "kv-migrate: --layer-shards = {} violates a divisor of the prefill rank count {} (every group of prefill "
           "ranks holds all layers)", c.layer_shards, prefill_ranks);
-  return Layout{prefill_ranks, c.layer_shards, c.decode_shards};
+  return Layout{prefill_ranks, c.layer_shards, c.decode_shards, c.decode_tp};
 }
 
 // The layers [lo, hi) two stages share (empty: lo >= hi).
@@ -329,6 +336,72 @@ inline Migrated migrate_in(const PipelineConfig& c, const TransportOptions& o, c
     MPI_Send(stop, 4, MPI_INT64_T, r, kStop, MPI_COMM_WORLD);
   }
   return m;
+}
+
+// The caches of a TP group's leader (rank 0 of tp_comm, after migrate_in) to every rank of the group:
+// each TP rank holds the whole latent cache (MLA's rows serve every head). The leader's block lists and
+// rows held, then the blocks holding prompt rows (each prompt's first blocks_for(L_b)), in one broadcast
+// each; the other ranks take the same block ids from their own pools (make_decode_caches with the same
+// seed), so every rank of the group has the same numbering. Returns the bytes of cache rows broadcast;
+// seconds: the time from the first broadcast's end (every rank of the group has arrived: a rank waiting
+// for its leader's migration does not count it) to this rank's last.
+inline int64_t share_caches(const PipelineConfig& c, std::vector<DecodeCache>& d, MPI_Comm tp_comm, double timeout_s,
+                            double* seconds = nullptr) {
+  int t = 0;
+  MPI_Comm_rank(tp_comm, &t);
+  std::vector<int32_t> ids;
+  std::vector<int64_t> lens;
+  for (const DecodeCache& dl : d)
+    for (int64_t b = 0; b < c.prompts(); ++b) {
+      lens.push_back(dl.lens[static_cast<size_t>(b)]);
+      require(t > 0 || static_cast<int64_t>(dl.blocks[static_cast<size_t>(b)].size()) == c.decode_need(b),
+              "kv-migrate: TP leader holds {} blocks of prompt {}, violates {} (admitted whole)",
+              dl.blocks[static_cast<size_t>(b)].size(), b, c.decode_need(b));
+      for (int64_t i = 0; i < c.decode_need(b); ++i)
+        ids.push_back(t == 0 ? dl.blocks[static_cast<size_t>(b)][static_cast<size_t>(i)] : -1);
+    }
+  MPI_Request req;
+  MPI_Ibcast(ids.data(), static_cast<int>(ids.size()), MPI_INT32_T, 0, tp_comm, &req);
+  ep::wait_collective(req, timeout_s, "the TP group's block lists' broadcast");
+  const auto t0 = Clock::now();
+  MPI_Ibcast(lens.data(), static_cast<int>(lens.size()), MPI_INT64_T, 0, tp_comm, &req);
+  ep::wait_collective(req, timeout_s, "the TP group's row counts' broadcast");
+  // The blocks holding rows, in (layer, prompt, logical block) order.
+  const int64_t bf = d.empty() ? 0 : d[0].pool.block_floats();
+  int64_t nblocks = 0;
+  for (size_t l = 0; l < d.size(); ++l)
+    for (int64_t b = 0; b < c.prompts(); ++b) nblocks += mla::blocks_for(c.prompt_lens[static_cast<size_t>(b)], c.block_size);
+  require(nblocks * bf < (int64_t{1} << 31), "kv-migrate: {} cache floats to broadcast violates < 2^31 (one MPI count)",
+          nblocks * bf);
+  std::vector<float> rows(static_cast<size_t>(nblocks * bf));
+  auto each_block = [&](auto&& f) {  // f(layer cache, its block id, position in `rows`)
+    size_t at = 0, id = 0;
+    for (DecodeCache& dl : d)
+      for (int64_t b = 0; b < c.prompts(); ++b) {
+        const int64_t used = mla::blocks_for(c.prompt_lens[static_cast<size_t>(b)], c.block_size);
+        for (int64_t i = 0; i < c.decode_need(b); ++i, ++id)
+          if (i < used) f(dl, ids[id], at), at += static_cast<size_t>(bf);
+      }
+  };
+  if (t == 0) each_block([&](DecodeCache& dl, int32_t blk, size_t at) { std::copy_n(dl.pool.block(blk), bf, rows.data() + at); });
+  MPI_Ibcast(rows.data(), static_cast<int>(rows.size()), MPI_FLOAT, 0, tp_comm, &req);
+  ep::wait_collective(req, timeout_s, "the TP group's cache broadcast");
+  if (t > 0) {
+    size_t id = 0, li = 0;
+    for (DecodeCache& dl : d)
+      for (int64_t b = 0; b < c.prompts(); ++b) {
+        auto& own = dl.blocks[static_cast<size_t>(b)];
+        own.clear();
+        for (int64_t i = 0; i < c.decode_need(b); ++i) {
+          dl.pool.claim(ids[id++]);
+          own.push_back(ids[id - 1]);
+        }
+        dl.lens[static_cast<size_t>(b)] = lens[li++];
+      }
+    each_block([&](DecodeCache& dl, int32_t blk, size_t at) { std::copy_n(rows.data() + at, bf, dl.pool.block(blk)); });
+  }
+  if (seconds) *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return static_cast<int64_t>(rows.size() * sizeof(float));
 }
 
 }  // namespace ladder::kvmig
