@@ -10,8 +10,9 @@
 // over D pipeline stages; with --decode-tp T each stage is T ranks running every MLA layer tensor-parallel,
 // the heads split over them and one all-reduce of u per layer (ladder/mpi/tp.hpp, as ladder-tp-mla): the
 // instance is the last D x T ranks; the stage's first rank pulls the stage's KV blocks and broadcasts them
-// to the others, since under TP every rank holds the whole latent cache). 1. Prefill: each prefill rank runs the stack of stage 03 MLA layers over its
-// prompts into its paged cache (with --layer-shards S the layers are split over S pipeline stages).
+// to the others, since under TP every rank holds the whole latent cache). 1. Prefill: each prefill rank
+// runs the stack of stage 03 MLA layers over its prompts into its paged cache (with --layer-shards S the
+// layers are split over S pipeline stages).
 // 2. Migration: the decode rank pulls every layer's blocks into its own pools
 // (ladder/mpi/kv_transport.hpp). 3. Decode: each step runs the MLA layers over the migrated caches
 // (flash_mla) on the decode rank, then a MoE layer (stage 04: V3 gate, top-2, a shared expert) whose
@@ -189,7 +190,8 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   const int64_t tr = decoding ? (rank - lay.prefill_ranks) % T : -1; // TP rank within the stage
   // One communicator per decode stage for its TP ranks (every rank joins the split; prefill ranks get none).
   MPI_Comm tp_comm = MPI_COMM_NULL;
-  if (T > 1) MPI_Comm_split(MPI_COMM_WORLD, decoding ? static_cast<int>(k) : MPI_UNDEFINED, static_cast<int>(tr), &tp_comm);
+  if (T > 1)
+    MPI_Comm_split(MPI_COMM_WORLD, decoding ? static_cast<int>(k) : MPI_UNDEFINED, static_cast<int>(tr), &tp_comm);
   int tp_same = 1;  // the last stage's TP ranks all hold the same u (the vote below)
   if (!decoding) {
     prefill_s = prefill_serve(c, o.t, rank, lay);
@@ -202,9 +204,8 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
     if (tr == 0) m = migrate_in(c, o.t, lay, kv_dim, k);  // the stage's leader pulls from the prefill ranks
     else m.caches = make_decode_caches(c, kv_dim, c.seed + 29, l0, l1);
     migrate_s = m.seconds, bytes = m.bytes;
-    if (T > 1) {  // the whole latent cache to every TP rank of the stage
+    if (T > 1)  // the whole latent cache to every TP rank of the stage (bytes counted at the sender)
       shared_bytes = share_caches(c, m.caches, tp_comm, 10 * o.t.timeout_s, &share_s) * (tr == 0 ? T - 1 : 0);
-    }
     StepInput x_in;
     if (k > 0)
       x_in = [&](int64_t t) {  // from the same TP rank of the stage before
@@ -218,8 +219,8 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
     if (T > 1) {
       for (int64_t l = l0; l < l1; ++l) shards.push_back(tp::shard_of(W[static_cast<size_t>(l)], tr, T));
       attend = [&](int64_t l, const mla::PagedCache<float>& cache, const mla::Step<float>& step) {
-        const Mat<float> partial =
-            mla::run(mla::reference_rung<float>(mla::Variant::flash_mla), shards[static_cast<size_t>(l - l0)], cache, step).u;
+        const auto rung = mla::reference_rung<float>(mla::Variant::flash_mla);
+        const Mat<float> partial = mla::run(rung, shards[static_cast<size_t>(l - l0)], cache, step).u;
         const auto a0 = Clock::now();
         Mat<float> u = tp::allreduce_in_rank_order(partial, tp_comm, 10 * o.t.timeout_s,
                                                    fmt::format("layer {}'s TP all-reduce", l),

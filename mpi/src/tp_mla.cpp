@@ -4,15 +4,16 @@
 //   mpirun -np N ladder-tp-mla [--prompts 1,63,64,65,300] [--heads 8] [--rung A_CC_ME] [--timeout S]
 //
 // Tensor parallelism of attention as Megatron-LM does it (Shoeybi et al. 2019, §3; the shards and the
-// all-reduce are ladder/mpi/tp.hpp, which ladder-serve-demo --decode-tp shares): the heads are split over the ranks, the output projection's input columns with them, and one all-reduce after it. Rank r
-// holds heads [r H/N, (r + 1) H/N): its rows of W_UQ, W_QR and kv_b (W_UK, W_UV) and its columns of
-// W_O. W_DQ, W_DKV and the norms are replicated, and so is the compressed cache: MLA's c^KV and k^R
-// rows serve every head, so under TP each card holds the whole latent cache where MHA's per-head K and
-// V would be divided by t (chapter 06 §10). A rank's shard is itself an MLA layer with H/N heads, so
-// every stage-03 rung decodes it unchanged, and its output u_r = W_O[:, its heads] o_r is one partial
-// sum of u. The all-reduce: MPI_Iallgather of the partials, then every rank adds them in rank order
-// (u_0 + u_1 + ... : the result does not depend on the MPI library's reduction tree). Bytes are
-// counted at the call: each rank sends its partial [B, hidden] to the N - 1 others.
+// all-reduce are ladder/mpi/tp.hpp, which ladder-serve-demo --decode-tp shares): the heads are split over the
+// ranks, the output projection's input columns with them, and one all-reduce after it. Rank r holds heads
+// [r H/N, (r + 1) H/N): its rows of W_UQ, W_QR and kv_b (W_UK, W_UV) and its columns of W_O. W_DQ, W_DKV and
+// the norms are replicated, and so is the compressed cache: MLA's c^KV and k^R rows serve every head, so under
+// TP each card holds the whole latent cache where MHA's per-head K and V would be divided by t
+// (chapter 06 §10). A rank's shard is itself an MLA layer with H/N heads, so every stage-03 rung decodes it
+// unchanged, and its output u_r = W_O[:, its heads] o_r is one partial sum of u. The all-reduce:
+// MPI_Iallgather of the partials, then every rank adds them in rank order (u_0 + u_1 + ... : the result does
+// not depend on the MPI library's reduction tree). Bytes are counted at the call: each rank sends its partial
+// [B, hidden] to the N - 1 others.
 // Checked and printed: u on every rank is BIT-IDENTICAL to the same shards decoded and summed in one
 // process (the communication is right), and u is within the stage's tolerance rule (the forward rule,
 // k = 2, 4 ulp floor, core/compare.hpp; the README's oracle section) of the fp64 oracle, CD on the whole

@@ -370,7 +370,8 @@ inline int64_t share_caches(const PipelineConfig& c, std::vector<DecodeCache>& d
   const int64_t bf = d.empty() ? 0 : d[0].pool.block_floats();
   int64_t nblocks = 0;
   for (size_t l = 0; l < d.size(); ++l)
-    for (int64_t b = 0; b < c.prompts(); ++b) nblocks += mla::blocks_for(c.prompt_lens[static_cast<size_t>(b)], c.block_size);
+    for (int64_t b = 0; b < c.prompts(); ++b)
+      nblocks += mla::blocks_for(c.prompt_lens[static_cast<size_t>(b)], c.block_size);
   require(nblocks * bf < (int64_t{1} << 31), "kv-migrate: {} cache floats to broadcast violates < 2^31 (one MPI count)",
           nblocks * bf);
   std::vector<float> rows(static_cast<size_t>(nblocks * bf));
@@ -383,7 +384,8 @@ inline int64_t share_caches(const PipelineConfig& c, std::vector<DecodeCache>& d
           if (i < used) f(dl, ids[id], at), at += static_cast<size_t>(bf);
       }
   };
-  if (t == 0) each_block([&](DecodeCache& dl, int32_t blk, size_t at) { std::copy_n(dl.pool.block(blk), bf, rows.data() + at); });
+  if (t == 0)
+    each_block([&](DecodeCache& dl, int32_t blk, size_t at) { std::copy_n(dl.pool.block(blk), bf, rows.data() + at); });
   MPI_Ibcast(rows.data(), static_cast<int>(rows.size()), MPI_FLOAT, 0, tp_comm, &req);
   ep::wait_collective(req, timeout_s, "the TP group's cache broadcast");
   if (t > 0) {
