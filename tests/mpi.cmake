@@ -127,6 +127,11 @@ if(TARGET ladder-ep-moe)
   add_test(NAME mpi.ep_moe.nodes_not_divisor COMMAND ${run} -np 4 ${exe} --nodes 3)
   set_tests_properties(mpi.ep_moe.nodes_not_divisor PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "error: .*--nodes = 3 violates a divisor")
+  # A rank that never joins (it sleeps): the others' first collective misses its 2 s deadline, names
+  # itself, and the job is aborted in seconds instead of hanging (comm.hpp).
+  add_test(NAME mpi.ep_moe.absent_rank COMMAND ${run} -np 2 ${exe} --timeout 2 --test-absent-rank 1)
+  set_tests_properties(mpi.ep_moe.absent_rank PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 60
+                       PASS_REGULAR_EXPRESSION "rank 0: error: comm: the dispatch counts' all-to-all did not complete within 2 s")
   add_test(NAME mpi.ep_moe.experts_not_divisible COMMAND ${run} -np 3 ${exe})
   set_tests_properties(mpi.ep_moe.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")

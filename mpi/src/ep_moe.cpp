@@ -2,6 +2,7 @@
 // (the second MPI program beside ladder-kv-migrate), checked against the same layer in one process.
 //
 //   mpirun -np P ladder-ep-moe [--variant a2a|ag-rs] [--tokens 64] [--experts 8] [--topk 2] [--zipf] [--nodes N]
+//                              [--eplb-redundant R] [--timeout S]
 //
 // Rank r holds experts [r E/P, (r+1) E/P) and is the home of tokens [r T/P, (r+1) T/P). Every rank runs
 // the gate on its own tokens (stage 04's V3 gate), then:
@@ -27,15 +28,20 @@
 // layer output within the tolerance rule of the one-process fp64 layer (a2a: bit-identical, since the
 // fp64 products are fixed-order loops and the weighted sum runs in the same order); the bytes each
 // rank sent, counted at the MPI calls, equal the count derived from the routing alone.
+// Every collective goes through comm::Group (ladder/mpi/comm.hpp) with a deadline (--timeout S, 60 by
+// default): a rank that never joins (--test-absent-rank R, a test) is one error naming the collective on
+// every other rank and an aborted job, not a hang.
 #include <mpi.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ladder/eplb.hpp"
@@ -44,6 +50,7 @@
 #include "ladder/moe/gate.hpp"
 #include "ladder/moe/sorted.hpp"
 #include "ladder/moe/synthetic.hpp"
+#include "ladder/mpi/comm.hpp"
 #include "ladder/mpi/ep_a2a.hpp"
 #include "ladder/mpi/launch.hpp"
 
@@ -60,7 +67,9 @@ struct Options {
   bool plant_swap_weights = false;
   bool plant_node_order = false;  // test: the hierarchical gather places each node's block one node off (must fail)
   Index nodes = 1;      // ranks grouped into this many nodes (inter-node rows counted; ag-rs gathers hierarchically)
-  Index redundant = 0;  // EPLB: extra expert slots (stage 05 places E + redundant replicas on the ranks)  // test: each output weighted by the token's other top-k weight (must fail)
+  Index redundant = 0;  // EPLB: extra expert slots (stage 05 places E + redundant replicas on the ranks)
+  double timeout_s = 60;  // every collective's deadline (comm.hpp)
+  int absent_rank = -1;   // test: this rank never joins a collective (the others must fail by the deadline)
   uint64_t seed = 1202;
 };
 
@@ -87,9 +96,12 @@ Options parse(int argc, char** argv) {
     else if (a == "--eplb-redundant") o.redundant = parse_int(value(), "--eplb-redundant");
     else if (a == "--test-plant-swap-weights") o.plant_swap_weights = true;
     else if (a == "--test-plant-node-order") o.plant_node_order = true;
+    else if (a == "--timeout") o.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
+    else if (a == "--test-absent-rank") o.absent_rank = static_cast<int>(parse_int(value(), "--test-absent-rank"));
     else throw Error(fmt::format("ep-moe: unknown argument '{}' (see the header of mpi/src/ep_moe.cpp)", a));
   }
   require(o.variant == "a2a" || o.variant == "ag-rs", "ep-moe: --variant '{}' violates a2a or ag-rs", o.variant);
+  require(o.timeout_s >= 1, "ep-moe: --timeout = {} violates >= 1 second", o.timeout_s);
   check_config(o.cfg);
   return o;
 }
@@ -105,7 +117,9 @@ Layer make_layer(const Options& o) {
   return l;
 }
 
-int run(const Options& o, int rank, int P) {
+// checked: set once every rank has made the same checks (before the first collective); an error after it
+// aborts the job (run_ranks).
+int run(const Options& o, int rank, int P, bool& checked) {
   const Index E = o.cfg.n_experts, T = o.tokens, D = o.cfg.hidden, k = o.cfg.top_k;
   require(E % P == 0, "ep-moe: --experts = {} violates a multiple of the rank count {} (experts are sharded E/P per "
           "rank, and the plain sharding is the comparison point)", E, P);
@@ -115,6 +129,12 @@ int run(const Options& o, int rank, int P) {
   require(o.nodes >= 1 && P % o.nodes == 0, "ep-moe: --nodes = {} violates a divisor of the rank count {} (every node "
           "holds the same number of cards)", o.nodes, P);
   const Index S = (E + o.redundant) / P, Tp = T / P, t0 = rank * Tp;
+  const comm::Group world = comm::Group::world(o.timeout_s);  // every collective's deadline (comm.hpp)
+  checked = true;
+  if (rank == o.absent_rank) {  // test: this rank never joins; the others' first collective must time out
+    std::this_thread::sleep_for(std::chrono::duration<double>(10 * o.timeout_s));  // ended by their abort
+    return 3;
+  }
   const int C = static_cast<int>(P / o.nodes);  // cards per node
   auto node_of = [C](int q) { return q / C; };
   int64_t inter_rows = 0;  // dispatch rows this rank received from ranks on other nodes, counted at the calls
@@ -144,7 +164,7 @@ int run(const Options& o, int rank, int P) {
 
   if (o.variant == "a2a") {
     // Dispatch, grouped products, combine: ladder/mpi/ep_a2a.hpp.
-    ep::A2AOut a = ep::a2a_moe(l.w, xh, r, t0, slots, rank, P, 60, o.plant_swap_weights);
+    ep::A2AOut a = ep::a2a_moe(l.w, xh, r, t0, slots, world, o.plant_swap_weights);
     y = std::move(a.y);
     my_group_sizes = a.group_sizes;
     sent_bytes = a.sent_bytes;
@@ -155,27 +175,19 @@ int run(const Options& o, int rank, int P) {
     // tokens; ReduceScatter sums the partials onto the home ranks.
     Mat<double> xall(T, D);
     if (o.nodes == 1) {
-      MPI_Allgather(xh.data(), static_cast<int>(Tp * D), MPI_DOUBLE, xall.data(), static_cast<int>(Tp * D), MPI_DOUBLE,
-                    MPI_COMM_WORLD);
+      world.allgather(xh.data(), static_cast<int>(Tp * D), xall.data(), "the token rows' all-gather");
     } else {
       // Hierarchical: across nodes among the cards with the same local index, then inside the node.
       const int N = static_cast<int>(o.nodes), local = rank % C;
-      MPI_Comm across = MPI_COMM_NULL, inside = MPI_COMM_NULL;
-      MPI_Comm_split(MPI_COMM_WORLD, local, node_of(rank), &across);  // its rank there = the node
-      MPI_Comm_split(MPI_COMM_WORLD, node_of(rank), local, &inside);   // its rank there = the local index
-      std::vector<double> peers(static_cast<size_t>(N * Tp * D));     // [node][Tp][D] of local index `local`
-      MPI_Allgather(xh.data(), static_cast<int>(Tp * D), MPI_DOUBLE, peers.data(), static_cast<int>(Tp * D), MPI_DOUBLE,
-                    across);
-      int across_size = 0, across_rank = 0;
-      MPI_Comm_size(across, &across_size);
-      MPI_Comm_rank(across, &across_rank);
+      const comm::Group across = world.split(local, node_of(rank));  // its rank there = the node
+      const comm::Group inside = world.split(node_of(rank), local);  // its rank there = the local index
+      std::vector<double> peers(static_cast<size_t>(N * Tp * D));   // [node][Tp][D] of local index `local`
+      across.allgather(xh.data(), static_cast<int>(Tp * D), peers.data(), "the across-node all-gather");
+      const int across_size = across.size(), across_rank = across.rank();
       for (int m = 0; m < across_size; ++m)  // the across step's receive count from each other node's card
         if (m != across_rank) inter_rows += int64_t{Tp * D} / D;
       std::vector<double> all(static_cast<size_t>(T * D));           // [local][node][Tp][D]
-      MPI_Allgather(peers.data(), static_cast<int>(N * Tp * D), MPI_DOUBLE, all.data(), static_cast<int>(N * Tp * D),
-                    MPI_DOUBLE, inside);
-      MPI_Comm_free(&across);
-      MPI_Comm_free(&inside);
+      inside.allgather(peers.data(), static_cast<int>(N * Tp * D), all.data(), "the in-node all-gather");
       for (int l2 = 0; l2 < C; ++l2)
         for (int n = 0; n < N; ++n)  // rank n C + l2's block -> its tokens' rows
           std::copy_n(all.data() + (static_cast<size_t>(l2) * N + static_cast<size_t>(n)) * static_cast<size_t>(Tp * D),
@@ -184,10 +196,8 @@ int run(const Options& o, int rank, int P) {
     }
     std::vector<int64_t> idx(static_cast<size_t>(T * k));
     std::vector<double> wts(static_cast<size_t>(T * k));
-    MPI_Allgather(r.topk_idx.data.data(), static_cast<int>(Tp * k), MPI_INT64_T, idx.data(), static_cast<int>(Tp * k),
-                  MPI_INT64_T, MPI_COMM_WORLD);
-    MPI_Allgather(r.topk_weight.data.data(), static_cast<int>(Tp * k), MPI_DOUBLE, wts.data(), static_cast<int>(Tp * k),
-                  MPI_DOUBLE, MPI_COMM_WORLD);
+    world.allgather(r.topk_idx.data.data(), static_cast<int>(Tp * k), idx.data(), "the routing's all-gather");
+    world.allgather(r.topk_weight.data.data(), static_cast<int>(Tp * k), wts.data(), "the weights' all-gather");
     // This rank's block reaches every other rank once: flat, to P - 1 ranks; hierarchical, to N - 1 peers
     // across and then N blocks to C - 1 cards inside: (N - 1) + N (C - 1) = P - 1 blocks either way.
     sent_bytes += int64_t{P - 1} * Tp * D * 8;
@@ -205,7 +215,7 @@ int run(const Options& o, int rank, int P) {
       if (keys[static_cast<size_t>(a)] < S)
         partial.row(a / k) += wts[static_cast<size_t>(wa(a))] * o.row(p.inverse[static_cast<size_t>(a)]);
     std::vector<int> counts(static_cast<size_t>(P), static_cast<int>(Tp * D));
-    MPI_Reduce_scatter(partial.data(), y.data(), counts.data(), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    world.reduce_scatter(partial.data(), y.data(), counts, comm::Op::sum, "the partial outputs' reduce-scatter");
     sent_bytes += int64_t{P - 1} * Tp * D * 8;  // reduce-scatter: each rank's share of the other ranks' rows
   }
   add_shared(l.w, xh, y);
@@ -218,14 +228,14 @@ int run(const Options& o, int rank, int P) {
   // one-process layer's (without EPLB each expert has one slot, so this is the per-rank equality).
   std::vector<int64_t> per_expert(static_cast<size_t>(E), 0), all_expert(static_cast<size_t>(E), 0);
   for (Index g = 0; g < S; ++g) per_expert[static_cast<size_t>(phy2log[static_cast<size_t>(rank * S + g)])] += my_group_sizes[static_cast<size_t>(g)];
-  MPI_Allreduce(per_expert.data(), all_expert.data(), static_cast<int>(E), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  world.allreduce(per_expert.data(), all_expert.data(), static_cast<int>(E), comm::Op::sum, "the group sizes' all-reduce");
   bool groups_same = true;
   for (Index e = 0; e < E; ++e) groups_same = groups_same && all_expert[static_cast<size_t>(e)] == ref.group_sizes[static_cast<size_t>(e)];
   // Rows per rank (the load EPLB balances), with this run's slots and with the plain E/P sharding.
   int64_t my_rows = 0;
   for (Index g : my_group_sizes) my_rows += g;
   std::vector<int64_t> rows(static_cast<size_t>(P));
-  MPI_Allgather(&my_rows, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+  world.allgather(&my_rows, 1, rows.data(), "the rows per rank's all-gather");
   std::vector<int64_t> plain(static_cast<size_t>(P), 0);
   for (Index e = 0; e < E; ++e) plain[static_cast<size_t>(e / (E / P))] += ref.group_sizes[static_cast<size_t>(e)];
   auto imbalance = [](const std::vector<int64_t>& v) {
@@ -262,17 +272,17 @@ int run(const Options& o, int rank, int P) {
   const bool within = max_err <= 64 * 0x1p-52 * scale * double(k + 1);
   const bool ok = routing_same && groups_same && within && sent_bytes == model_bytes && inter_rows == model_inter;
   int all_ok = ok ? 1 : 0, sum_ok = 0;
-  MPI_Allreduce(&all_ok, &sum_ok, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  world.allreduce(&all_ok, &sum_ok, 1, comm::Op::sum, "the checks' vote");
   std::vector<int64_t> bytes(static_cast<size_t>(P));
-  MPI_Gather(&sent_bytes, 1, MPI_INT64_T, bytes.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  world.gather(&sent_bytes, 1, bytes.data(), 0, "the sent bytes' gather");
   std::vector<int64_t> inter(static_cast<size_t>(P));
-  MPI_Gather(&inter_rows, 1, MPI_INT64_T, inter.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  world.gather(&inter_rows, 1, inter.data(), 0, "the inter-node rows' gather");
   fmt::print("ep-moe rank {}: routing {}, group sizes {}, output {} (max abs err {:.3e}, scale {:.3e}), sent {} bytes "
              "(model {}: {})\n", rank, routing_same ? "exact" : "DIFFERENT", groups_same ? "exact" : "DIFFERENT",
              bitwise ? "bit-identical" : (within ? "within tolerance" : "OUTSIDE TOLERANCE"), max_err, scale,
              sent_bytes, model_bytes, sent_bytes == model_bytes ? "equal" : "DIFFERENT");
   std::fflush(stdout);
-  MPI_Barrier(MPI_COMM_WORLD);
+  world.barrier("the barrier before rank 0's summary");
   if (rank == 0) {
     fmt::print("ep-moe rows per rank: {} (max/mean {:.3f}); plain E/P sharding: {} (max/mean {:.3f}){}\n",
                fmt::join(rows, " "), imbalance(rows), fmt::join(plain, " "), imbalance(plain),
@@ -296,8 +306,9 @@ int run(const Options& o, int rank, int P) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Every check before the first message is made alike on all ranks; `checked` stays false, so an error
-  // is one line per rank and exit 2 (the collectives' own waits carry deadlines).
-  return ladder::mpi::run_ranks(argc, argv, "ladder-ep-moe",
-                                [&](int rank, int size, bool&) { return run(parse(argc, argv), rank, size); });
+  // Every check before the first message is made alike on all ranks (an error there: one line per rank,
+  // exit 2); a collective that misses its deadline after that aborts the job.
+  return ladder::mpi::run_ranks(argc, argv, "ladder-ep-moe", [&](int rank, int size, bool& checked) {
+    return run(parse(argc, argv), rank, size, checked);
+  });
 }

@@ -51,6 +51,7 @@
 #include "ladder/moe/dense.hpp"
 #include "ladder/moe/gate.hpp"
 #include "ladder/moe/synthetic.hpp"
+#include "ladder/mpi/comm.hpp"
 #include "ladder/mpi/ep_a2a.hpp"
 #include "ladder/mpi/kv_transport.hpp"
 #include "ladder/mpi/launch.hpp"
@@ -152,6 +153,9 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 int run(const Options& o, int rank, int N, const Layout& lay) {
   const PipelineConfig& c = o.cfg;
+  // Every rank's collectives (comm.hpp); the steps' waits are long: a prefill rank enters the first step
+  // while the decode side is still migrating and running its MLA layers.
+  const comm::Group world = comm::Group::world(o.t.timeout_s), world_slow = world.with_timeout(10 * o.t.timeout_s);
   const moe::Weights<double> w = moe_layer(o);
   const moe::Index E = o.experts;
   std::vector<double> load_sum(static_cast<size_t>(E), 0.0);  // expert loads of the steps so far
@@ -164,16 +168,14 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   auto moe_step = [&](const Mat<double>& x, bool plant) {
     moe::Routing<double> r{Array<moe::Index>({x.rows(), 2}), Array<double>({x.rows(), 2})};
     if (x.rows() > 0) r = moe::gate(w, x);
-    ep::A2AOut a = ep::a2a_moe(w, x, r, 0, slots, rank, N, 10 * o.t.timeout_s, plant);
+    ep::A2AOut a = ep::a2a_moe(w, x, r, 0, slots, world_slow, plant);
     int64_t n = 0;
     for (moe::Index g : a.group_sizes) n += g;
     expert_rows.push_back(n);
     // The step's expert loads, counted where the batch lives, to every rank; then every rank re-places.
     std::vector<int64_t> step_load(static_cast<size_t>(E), 0);
     for (moe::Index e : r.topk_idx.data) ++step_load[static_cast<size_t>(e)];
-    MPI_Request req;
-    MPI_Ibcast(step_load.data(), static_cast<int>(E), MPI_INT64_T, last, MPI_COMM_WORLD, &req);
-    ep::wait_collective(req, 10 * o.t.timeout_s, "the expert loads' broadcast");
+    world_slow.bcast(step_load.data(), static_cast<int>(E), last, "the expert loads' broadcast");
     loads.insert(loads.end(), step_load.begin(), step_load.end());
     for (moe::Index e = 0; e < E; ++e) load_sum[static_cast<size_t>(e)] += double(step_load[static_cast<size_t>(e)]);
     if (o.redundant > 0) slots = place(o, N, load_sum);
@@ -189,9 +191,8 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
   const int64_t k = decoding ? (rank - lay.prefill_ranks) / T : -1;  // decode stage
   const int64_t tr = decoding ? (rank - lay.prefill_ranks) % T : -1; // TP rank within the stage
   // One communicator per decode stage for its TP ranks (every rank joins the split; prefill ranks get none).
-  MPI_Comm tp_comm = MPI_COMM_NULL;
-  if (T > 1)
-    MPI_Comm_split(MPI_COMM_WORLD, decoding ? static_cast<int>(k) : MPI_UNDEFINED, static_cast<int>(tr), &tp_comm);
+  const comm::Group tp_group =
+      T > 1 ? world_slow.split(decoding ? static_cast<int>(k) : -1, static_cast<int>(tr)) : comm::Group::none();
   int tp_same = 1;  // the last stage's TP ranks all hold the same u (the vote below)
   if (!decoding) {
     prefill_s = prefill_serve(c, o.t, rank, lay);
@@ -205,7 +206,7 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
     else m.caches = make_decode_caches(c, kv_dim, c.seed + 29, l0, l1);
     migrate_s = m.seconds, bytes = m.bytes;
     if (T > 1)  // the whole latent cache to every TP rank of the stage (bytes counted at the sender)
-      shared_bytes = share_caches(c, m.caches, tp_comm, 10 * o.t.timeout_s, &share_s) * (tr == 0 ? T - 1 : 0);
+      shared_bytes = share_caches(c, m.caches, tp_group, &share_s) * (tr == 0 ? T - 1 : 0);
     StepInput x_in;
     if (k > 0)
       x_in = [&](int64_t t) {  // from the same TP rank of the stage before
@@ -222,8 +223,7 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
         const auto rung = mla::reference_rung<float>(mla::Variant::flash_mla);
         const Mat<float> partial = mla::run(rung, shards[static_cast<size_t>(l - l0)], cache, step).u;
         const auto a0 = Clock::now();
-        Mat<float> u = tp::allreduce_in_rank_order(partial, tp_comm, 10 * o.t.timeout_s,
-                                                   fmt::format("layer {}'s TP all-reduce", l),
+        Mat<float> u = tp::allreduce_in_rank_order(partial, tp_group, fmt::format("layer {}'s TP all-reduce", l),
                                                    o.plant_tp_reverse_sum && tr == 0);
         allreduce_s += since(a0);
         return u;
@@ -248,38 +248,26 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
                                  *e = p + static_cast<size_t>(u.size()) * sizeof(float); p < e; ++p)
           h = (h ^ *p) * 1099511628211ull;
       uint64_t lo = 0, hi = 0;
-      MPI_Request req;
-      MPI_Iallreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, tp_comm, &req);
-      ep::wait_collective(req, o.t.timeout_s, "the TP ranks' vote");
-      MPI_Iallreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, tp_comm, &req);
-      ep::wait_collective(req, o.t.timeout_s, "the TP ranks' vote");
+      tp_group.allreduce(&h, &lo, 1, comm::Op::min, "the TP ranks' vote");
+      tp_group.allreduce(&h, &hi, 1, comm::Op::max, "the TP ranks' vote");
       tp_same = lo == hi ? 1 : 0;
     }
-    if (tp_comm != MPI_COMM_NULL) MPI_Comm_free(&tp_comm);
   }
   // Per-rank figures to the last rank (non-blocking collectives with a deadline, like every wait here).
   double slowest_prefill = 0, slowest_migration = 0;
   int64_t all_bytes = 0;
   const int64_t steps = c.decode_steps;
   std::vector<int64_t> rows(static_cast<size_t>(N * steps));  // [rank][step]
-  MPI_Request req;
-  MPI_Ireduce(&prefill_s, &slowest_prefill, 1, MPI_DOUBLE, MPI_MAX, last, MPI_COMM_WORLD, &req);
-  ep::wait_collective(req, o.t.timeout_s, "the prefill times' reduce");
-  MPI_Ireduce(&migrate_s, &slowest_migration, 1, MPI_DOUBLE, MPI_MAX, last, MPI_COMM_WORLD, &req);
-  ep::wait_collective(req, o.t.timeout_s, "the migration times' reduce");
-  MPI_Ireduce(&bytes, &all_bytes, 1, MPI_INT64_T, MPI_SUM, last, MPI_COMM_WORLD, &req);
-  ep::wait_collective(req, o.t.timeout_s, "the migrated bytes' reduce");
+  world.reduce(&prefill_s, &slowest_prefill, 1, comm::Op::max, last, "the prefill times' reduce");
+  world.reduce(&migrate_s, &slowest_migration, 1, comm::Op::max, last, "the migration times' reduce");
+  world.reduce(&bytes, &all_bytes, 1, comm::Op::sum, last, "the migrated bytes' reduce");
   double slowest_share = 0;
   int64_t all_shared = 0;
-  MPI_Ireduce(&share_s, &slowest_share, 1, MPI_DOUBLE, MPI_MAX, last, MPI_COMM_WORLD, &req);
-  ep::wait_collective(req, o.t.timeout_s, "the cache broadcasts' times' reduce");
-  MPI_Ireduce(&shared_bytes, &all_shared, 1, MPI_INT64_T, MPI_SUM, last, MPI_COMM_WORLD, &req);
-  ep::wait_collective(req, o.t.timeout_s, "the broadcast bytes' reduce");
+  world.reduce(&share_s, &slowest_share, 1, comm::Op::max, last, "the cache broadcasts' times' reduce");
+  world.reduce(&shared_bytes, &all_shared, 1, comm::Op::sum, last, "the broadcast bytes' reduce");
   require(int64_t(expert_rows.size()) == steps, "serve-demo: rank {} ran {} MoE steps, violates --steps = {}", rank,
           expert_rows.size(), steps);
-  MPI_Igather(expert_rows.data(), static_cast<int>(steps), MPI_INT64_T, rows.data(), static_cast<int>(steps), MPI_INT64_T,
-              last, MPI_COMM_WORLD, &req);
-  ep::wait_collective(req, o.t.timeout_s, "the expert rows' gather");
+  world.gather(expert_rows.data(), static_cast<int>(steps), rows.data(), last, "the expert rows' gather");
   if (rank != last) return 0;
   migrate_s = slowest_migration, bytes = all_bytes;
 

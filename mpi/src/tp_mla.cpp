@@ -11,7 +11,7 @@
 // TP each card holds the whole latent cache where MHA's per-head K and V would be divided by t
 // (chapter 06 §10). A rank's shard is itself an MLA layer with H/N heads, so every stage-03 rung decodes it
 // unchanged, and its output u_r = W_O[:, its heads] o_r is one partial sum of u. The all-reduce:
-// MPI_Iallgather of the partials, then every rank adds them in rank order (u_0 + u_1 + ... : the result does
+// an all-gather of the partials, then every rank adds them in rank order (u_0 + u_1 + ... : the result does
 // not depend on the MPI library's reduction tree). Bytes are counted at the call: each rank sends its partial
 // [B, hidden] to the N - 1 others.
 // Checked and printed: u on every rank is BIT-IDENTICAL to the same shards decoded and summed in one
@@ -35,7 +35,7 @@
 
 #include "ladder/core/compare.hpp"
 #include "ladder/mla.hpp"
-#include "ladder/mpi/ep_a2a.hpp"
+#include "ladder/mpi/comm.hpp"
 #include "ladder/mpi/launch.hpp"
 #include "ladder/mpi/tp.hpp"
 
@@ -115,8 +115,8 @@ int tp_main(const Options& o, int rank, int N) {
   // TP: this rank's heads, then the all-reduce of the partials.
   const auto t0 = std::chrono::steady_clock::now();
   const Mat<float> mine = partial(rank);
-  const Mat<float> u = tp::allreduce_in_rank_order(mine, MPI_COMM_WORLD, o.timeout_s, "the partial outputs' all-gather",
-                                                   o.plant_reverse_sum);
+  const comm::Group world = comm::Group::world(o.timeout_s);
+  const Mat<float> u = tp::allreduce_in_rank_order(mine, world, "the partial outputs' all-gather", o.plant_reverse_sum);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int64_t sent = int64_t{N - 1} * B * D * static_cast<int64_t>(sizeof(float));
 
@@ -126,9 +126,7 @@ int tp_main(const Options& o, int rank, int N) {
   const Mat<float> want = tp::emulate_in_rank_order(local);
   const bool same = std::memcmp(u.data(), want.data(), sizeof(float) * static_cast<size_t>(B * D)) == 0;
   int all_same = same ? 1 : 0, every = 0;
-  MPI_Request req;
-  MPI_Iallreduce(&all_same, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
-  ladder::ep::wait_collective(req, o.timeout_s, "the bit-identity vote");
+  world.allreduce(&all_same, &every, 1, comm::Op::min, "the bit-identity vote");
   if (rank != 0) return every && same ? 0 : 1;
 
   // The whole layer: fp64 oracle (CD) and the fp32 baseline (CD) of the tolerance rule.

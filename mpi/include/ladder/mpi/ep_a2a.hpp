@@ -10,20 +10,15 @@
 // rank sums them weighted, in top-k order: the same operations, in the same order, as the one-process
 // sorted_dropless layer, so the fp64 result is bit-identical. A rank may be home to no token (the
 // serve demo: every decode token lives on the decode rank, the experts on every rank).
-// Every collective is the non-blocking form waited on with a deadline: a rank that never joins is an
-// error that names the step, not a hang.
+// The collectives are comm::Group's (ladder/mpi/comm.hpp): non-blocking underneath, each waited on with
+// the group's deadline, so a rank that never joins is an error that names the step, not a hang.
 #pragma once
-#include <mpi.h>
-
-#include <fmt/format.h>
-
-#include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ladder/moe/dispatch.hpp"
 #include "ladder/moe/sorted.hpp"
+#include "ladder/mpi/comm.hpp"
 
 namespace ladder::ep {
 
@@ -46,20 +41,6 @@ inline Slots make_slots(const std::vector<Index>& phy2log, Index n_experts, int 
   for (Index sl = 0; sl < static_cast<Index>(phy2log.size()); ++sl)
     s.replicas[static_cast<size_t>(phy2log[static_cast<size_t>(sl)])].push_back(sl);
   return s;
-}
-
-// Waits for a non-blocking collective until the deadline; names what was awaited.
-inline void wait_collective(MPI_Request& req, double timeout_s, const std::string& what) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  int done = 0;
-  for (int64_t polls = 0;; ++polls) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    if (std::chrono::steady_clock::now() > deadline) break;
-    if (polls > 10000) std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-  throw Error(fmt::format("ep: {} did not complete within {:.0f} s: some rank of the job never joined it", what,
-                          timeout_s));
 }
 
 // The products of rows grouped by this rank's local slots (group g = slot rank * S + g, its expert's weights).
@@ -90,11 +71,12 @@ struct A2AOut {
   int64_t sent_bytes = 0;          // to other ranks, dispatch and combine, counted at the calls
 };
 
-// xh [Tp, D] the home tokens (global ids t0 ..), r their routing. plant_swap_weights (test): each output
-// is weighted by the token's next top-k weight (must fail).
+// xh [Tp, D] the home tokens (global ids t0 ..), r their routing, g the ranks holding the slots.
+// plant_swap_weights (test): each output is weighted by the token's next top-k weight (must fail).
 inline A2AOut a2a_moe(const moe::Weights<double>& w, const Mat<double>& xh, const moe::Routing<double>& r, Index t0,
-                      const Slots& sl, int rank, int P, double timeout_s, bool plant_swap_weights = false) {
+                      const Slots& sl, const comm::Group& g, bool plant_swap_weights = false) {
   const Index D = w.cfg.hidden, k = w.cfg.top_k, Tp = xh.rows(), S = sl.per_rank;
+  const int rank = g.rank(), P = g.size();
   auto dest_of_a = [&](Index a) { return sl.rank_of(sl.slot_of(t0 + a / k, r.topk_idx.data[static_cast<size_t>(a)])); };
   auto wa = [&](Index a) { return plant_swap_weights ? (a / k) * k + (a % k + 1) % k : a; };
   A2AOut out;
@@ -102,9 +84,7 @@ inline A2AOut a2a_moe(const moe::Weights<double>& w, const Mat<double>& xh, cons
   std::vector<int> scount(static_cast<size_t>(P), 0);
   for (Index a = 0; a < Tp * k; ++a) ++scount[static_cast<size_t>(dest_of_a(a))];
   std::vector<int> rcount(static_cast<size_t>(P));
-  MPI_Request req;
-  MPI_Ialltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
-  wait_collective(req, timeout_s, "the dispatch counts' all-to-all");
+  g.alltoall(scount.data(), 1, rcount.data(), "the dispatch counts' all-to-all");
   const std::vector<int> sdispl = displs(scount), rdispl = displs(rcount);
   const int nsend = sdispl.back() + scount.back(), nrecv = rdispl.back() + rcount.back();
   std::vector<double> srows(static_cast<size_t>(nsend) * D);
@@ -126,12 +106,8 @@ inline A2AOut a2a_moe(const moe::Weights<double>& w, const Mat<double>& xh, cons
   };
   const std::vector<int> scount_d = scaled(scount), sdispl_d = scaled(sdispl), rcount_d = scaled(rcount),
                          rdispl_d = scaled(rdispl);
-  MPI_Ialltoallv(sexp.data(), scount.data(), sdispl.data(), MPI_INT64_T, rexp.data(), rcount.data(), rdispl.data(),
-                 MPI_INT64_T, MPI_COMM_WORLD, &req);
-  wait_collective(req, timeout_s, "the dispatch slots' all-to-allv");
-  MPI_Ialltoallv(srows.data(), scount_d.data(), sdispl_d.data(), MPI_DOUBLE, rrows.data(), rcount_d.data(),
-                 rdispl_d.data(), MPI_DOUBLE, MPI_COMM_WORLD, &req);
-  wait_collective(req, timeout_s, "the dispatch rows' all-to-allv");
+  g.alltoallv(sexp.data(), scount, sdispl, rexp.data(), rcount, rdispl, "the dispatch slots' all-to-allv");
+  g.alltoallv(srows.data(), scount_d, sdispl_d, rrows.data(), rcount_d, rdispl_d, "the dispatch rows' all-to-allv");
   for (int p = 0; p < P; ++p)
     if (p != rank) out.sent_bytes += int64_t{scount[static_cast<size_t>(p)]} * D * 8;
   out.recv_rows = rcount;
@@ -148,9 +124,7 @@ inline A2AOut a2a_moe(const moe::Weights<double>& w, const Mat<double>& xh, cons
               back.data() + static_cast<size_t>(i) * D);
   // Combine: the outputs return along the same counts, reversed.
   std::vector<double> got(static_cast<size_t>(nsend) * D);
-  MPI_Ialltoallv(back.data(), rcount_d.data(), rdispl_d.data(), MPI_DOUBLE, got.data(), scount_d.data(),
-                 sdispl_d.data(), MPI_DOUBLE, MPI_COMM_WORLD, &req);
-  wait_collective(req, timeout_s, "the combine's all-to-allv");
+  g.alltoallv(back.data(), rcount_d, rdispl_d, got.data(), scount_d, sdispl_d, "the combine's all-to-allv");
   for (int q = 0; q < P; ++q)
     if (q != rank) out.sent_bytes += int64_t{rcount[static_cast<size_t>(q)]} * D * 8;
   out.y = Mat<double>::Zero(Tp, D);

@@ -38,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-#include "ladder/mpi/ep_a2a.hpp"
+#include "ladder/mpi/comm.hpp"
 #include "ladder/mpi/kv_pipeline.hpp"
 
 namespace ladder::kvmig {
@@ -345,10 +345,9 @@ inline Migrated migrate_in(const PipelineConfig& c, const TransportOptions& o, c
 // seed), so every rank of the group has the same numbering. Returns the bytes of cache rows broadcast;
 // seconds: the time from the first broadcast's end (every rank of the group has arrived: a rank waiting
 // for its leader's migration does not count it) to this rank's last.
-inline int64_t share_caches(const PipelineConfig& c, std::vector<DecodeCache>& d, MPI_Comm tp_comm, double timeout_s,
+inline int64_t share_caches(const PipelineConfig& c, std::vector<DecodeCache>& d, const comm::Group& tp,
                             double* seconds = nullptr) {
-  int t = 0;
-  MPI_Comm_rank(tp_comm, &t);
+  const int t = tp.rank();
   std::vector<int32_t> ids;
   std::vector<int64_t> lens;
   for (const DecodeCache& dl : d)
@@ -360,12 +359,9 @@ inline int64_t share_caches(const PipelineConfig& c, std::vector<DecodeCache>& d
       for (int64_t i = 0; i < c.decode_need(b); ++i)
         ids.push_back(t == 0 ? dl.blocks[static_cast<size_t>(b)][static_cast<size_t>(i)] : -1);
     }
-  MPI_Request req;
-  MPI_Ibcast(ids.data(), static_cast<int>(ids.size()), MPI_INT32_T, 0, tp_comm, &req);
-  ep::wait_collective(req, timeout_s, "the TP group's block lists' broadcast");
+  tp.bcast(ids.data(), static_cast<int>(ids.size()), 0, "the TP group's block lists' broadcast");
   const auto t0 = Clock::now();
-  MPI_Ibcast(lens.data(), static_cast<int>(lens.size()), MPI_INT64_T, 0, tp_comm, &req);
-  ep::wait_collective(req, timeout_s, "the TP group's row counts' broadcast");
+  tp.bcast(lens.data(), static_cast<int>(lens.size()), 0, "the TP group's row counts' broadcast");
   // The blocks holding rows, in (layer, prompt, logical block) order.
   const int64_t bf = d.empty() ? 0 : d[0].pool.block_floats();
   int64_t nblocks = 0;
@@ -386,8 +382,7 @@ inline int64_t share_caches(const PipelineConfig& c, std::vector<DecodeCache>& d
   };
   if (t == 0)
     each_block([&](DecodeCache& dl, int32_t blk, size_t at) { std::copy_n(dl.pool.block(blk), bf, rows.data() + at); });
-  MPI_Ibcast(rows.data(), static_cast<int>(rows.size()), MPI_FLOAT, 0, tp_comm, &req);
-  ep::wait_collective(req, timeout_s, "the TP group's cache broadcast");
+  tp.bcast(rows.data(), static_cast<int>(rows.size()), 0, "the TP group's cache broadcast");
   if (t > 0) {
     size_t id = 0, li = 0;
     for (DecodeCache& dl : d)
