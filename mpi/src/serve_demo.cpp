@@ -347,8 +347,8 @@ int main(int argc, char** argv) {
                                 (static_cast<uint64_t>(o.redundant) * 0xbf58476d1ce4e5b9ull) ^
                                 (o.zipf ? 0x94d049bb133111ebull : 0);
     ladder::mpi::require_same_config(o.cfg.digest() ^ moe_digest, rank, "serve-demo");
-    validate(o.cfg);
-    const Layout lay = make_layout(o.cfg, size);
+    validate(o.cfg, "serve-demo");
+    const Layout lay = make_layout(o.cfg, size, "serve-demo");
     require(o.experts >= 2 && o.experts % size == 0, "serve-demo: --experts = {} violates a multiple (>= 2) of the "
             "rank count {} (every rank holds E/N experts)", o.experts, size);
     require(o.redundant >= 0 && (o.experts + o.redundant) % size == 0, "serve-demo: --experts + --eplb-redundant = {} "

@@ -67,31 +67,32 @@ struct PipelineConfig {
 };
 
 // Launch parameters checked before any work, the same way on every rank (so every rank prints the same
-// line and no rank waits for a peer that has already given up).
-inline void validate(const PipelineConfig& c) {
-  require(c.prompts() >= 1, "kv-migrate: --prompts violates at least one prompt length");
+// line, naming `program`, and no rank waits for a peer that has already given up).
+inline void validate(const PipelineConfig& c, const char* program = "kv-migrate") {
+  const char* p = program;
+  require(c.prompts() >= 1, "{}: --prompts violates at least one prompt length", p);
   for (int64_t b = 0; b < c.prompts(); ++b)
     require(c.prompt_lens[static_cast<size_t>(b)] >= 1 && c.prompt_lens[static_cast<size_t>(b)] <= (1 << 20),
-            "kv-migrate: --prompts[{}] = {} violates 1 <= length <= 1048576", b, c.prompt_lens[static_cast<size_t>(b)]);
-  require(c.decode_steps >= 1 && c.decode_steps <= 1024, "kv-migrate: --steps = {} violates 1 <= steps <= 1024",
+            "{}: --prompts[{}] = {} violates 1 <= length <= 1048576", p, b, c.prompt_lens[static_cast<size_t>(b)]);
+  require(c.decode_steps >= 1 && c.decode_steps <= 1024, "{}: --steps = {} violates 1 <= steps <= 1024", p,
           c.decode_steps);
-  require(c.block_size >= 1 && c.block_size <= 4096, "kv-migrate: --block-size = {} violates 1 <= size <= 4096",
+  require(c.block_size >= 1 && c.block_size <= 4096, "{}: --block-size = {} violates 1 <= size <= 4096", p,
           c.block_size);
-  require(c.layers >= 1 && c.layers <= 64, "kv-migrate: --layers = {} violates 1 <= layers <= 64", c.layers);
+  require(c.layers >= 1 && c.layers <= 64, "{}: --layers = {} violates 1 <= layers <= 64", p, c.layers);
   require(c.layer_shards >= 1 && c.layer_shards <= c.layers,
-          "kv-migrate: --layer-shards = {} violates 1 <= shards <= --layers = {}", c.layer_shards, c.layers);
+          "{}: --layer-shards = {} violates 1 <= shards <= --layers = {}", p, c.layer_shards, c.layers);
   require(c.decode_shards >= 1 && c.decode_shards <= c.layers,
-          "kv-migrate: --decode-shards = {} violates 1 <= shards <= --layers = {}", c.decode_shards, c.layers);
+          "{}: --decode-shards = {} violates 1 <= shards <= --layers = {}", p, c.decode_shards, c.layers);
   const int64_t heads = mla::small_config().n_heads;
   require(c.decode_tp >= 1 && heads % c.decode_tp == 0,
-          "kv-migrate: --decode-tp = {} violates a divisor of the model's {} heads (every TP rank holds heads / TP)",
+          "{}: --decode-tp = {} violates a divisor of the model's {} heads (every TP rank holds heads / TP)", p,
           c.decode_tp, heads);
   int64_t need = 0;
   for (int64_t b = 0; b < c.prompts(); ++b) need += c.decode_need(b);
   require(need <= c.decode_blocks,
-          "kv-migrate: --decode-blocks = {} violates >= {} (the prompts plus {} decode tokens each need {} blocks of "
-          "{} tokens on the decode instance)",
-          c.decode_blocks, need, c.decode_steps, need, c.block_size);
+          "{}: --decode-blocks = {} violates >= {} (the prompts plus {} decode tokens each need {} blocks of {} "
+          "tokens on the decode instance)",
+          p, c.decode_blocks, need, c.decode_steps, need, c.block_size);
 }
 
 // Layer l's weights (layer 0: the configuration's seed).

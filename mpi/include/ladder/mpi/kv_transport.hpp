@@ -106,14 +106,14 @@ struct Layout {
 };
 
 // Checked on every rank before any message (every rank prints the same line).
-inline Layout make_layout(const PipelineConfig& c, int ranks) {
-  require(ranks > c.decode_shards * c.decode_tp, "kv-migrate: {} ranks violates > --decode-shards = {}{} (at least one "
-          "prefill rank)", ranks, c.decode_shards,
+inline Layout make_layout(const PipelineConfig& c, int ranks, const char* program = "kv-migrate") {
+  require(ranks > c.decode_shards * c.decode_tp, "{}: {} ranks violates > --decode-shards = {}{} (at least one "
+          "prefill rank)", program, ranks, c.decode_shards,
           c.decode_tp > 1 ? fmt::format(" x --decode-tp = {}", c.decode_tp) : std::string());
   const int prefill_ranks = ranks - static_cast<int>(c.decode_shards * c.decode_tp);
   require(prefill_ranks % c.layer_shards == 0,
-          "kv-migrate: --layer-shards = {} violates a divisor of the prefill rank count {} (every group of prefill "
-          "ranks holds all layers)", c.layer_shards, prefill_ranks);
+          "{}: --layer-shards = {} violates a divisor of the prefill rank count {} (every group of prefill "
+          "ranks holds all layers)", program, c.layer_shards, prefill_ranks);
   return Layout{prefill_ranks, c.layer_shards, c.decode_shards, c.decode_tp};
 }
 
