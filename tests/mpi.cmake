@@ -70,6 +70,20 @@ if(TARGET ladder-kv-migrate)
   set_tests_properties(mpi.kv_migrate.reshard.shards_not_divisor PROPERTIES LABELS mpi ENVIRONMENT "${env}"
                        PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION
                        "rank 3: error: .*--layer-shards = 2 violates a divisor of the prefill rank count 3")
+  # TP inside the decode instance (--decode-tp, the same code as the serve demo's): 2 TP ranks behind one
+  # prefill rank, and 2 x 2 behind 2 prefill stages (4 layers), bit-identical to one process summing the
+  # same head shards and agreed by the last stage's vote; TP rank 0 summing in reverse on 4 ranks fails both
+  # (here the reporting rank is rank 0 itself).
+  add_test(NAME mpi.kv_migrate.tp2 COMMAND ${run} -np 3 ${exe} --decode-tp 2)
+  add_test(NAME mpi.kv_migrate.tp2_stages COMMAND ${run} -np 6 ${exe} --layers 4 --layer-shards 2 --decode-shards 2
+           --decode-tp 2)
+  foreach(t tp2 tp2_stages)
+    set_tests_properties(mpi.kv_migrate.${t} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 600
+                         PASS_REGULAR_EXPRESSION "decode TP: 2 ranks[^\n]*\n[^\n]*: SAME\n  decode output vs one process: BIT-IDENTICAL")
+  endforeach()
+  add_test(NAME mpi.kv_migrate.tp_planted_reverse_sum COMMAND ${run} -np 5 ${exe} --decode-tp 4 --test-plant-tp-reverse-sum)
+  set_tests_properties(mpi.kv_migrate.tp_planted_reverse_sum PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "same u[^\n]*: DIFFERENT \\(FAIL\\)\n  decode output vs one process: DIFFERENT \\(FAIL\\)")
   # The measured migration rate fed back into stage 06's simulator ("kv_transfer": {"measured": FILE}).
   if(TARGET ladder)
     add_test(NAME mpi.kv_migrate.link_to_simulator COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_kv_link.py

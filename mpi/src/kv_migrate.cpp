@@ -3,7 +3,7 @@
 // same pipeline in one process (ladder/mpi/kv_pipeline.hpp).
 //
 //   mpirun -np 3 ladder-kv-migrate [--prompts 1,63,64,65,1000] [--steps 4] [--decode-blocks 64] [--write-link F]
-//                                  [--layers 1] [--layer-shards 1] [--decode-shards 1]
+//                                  [--layers 1] [--layer-shards 1] [--decode-shards 1] [--decode-tp 1]
 //
 // --write-link FILE: the decode rank fits time = latency + bytes / rate over the prompts' migrations
 // (least squares, one point per prompt) and writes {"link_GBps", "latency_ms", ...} to FILE as JSON;
@@ -15,7 +15,12 @@
 // pipeline stages (the last D ranks); each decode stage pulls each of its layers' blocks from the prefill
 // rank that owns it (DistServe's resharding between differently partitioned instances).
 //
-// Ranks 0 .. P-1 are prefill instances (prompt b goes to group b mod (P/S)), ranks P .. P+D-1 the decode
+// --decode-tp T: each decode stage is T ranks running every layer tensor-parallel (heads split, one
+// all-reduce of u per layer; ladder/mpi/tp.hpp, as ladder-serve-demo): the stage's first rank pulls the
+// blocks and broadcasts the whole latent cache to the others; the output is checked against one process
+// summing the same head shards, and the last stage's TP ranks vote on their u.
+//
+// Ranks 0 .. P-1 are prefill instances (prompt b goes to group b mod (P/S)), ranks P .. P+D T-1 the decode
 // instance. Transport and protocol: ladder/mpi/kv_transport.hpp (pull-based request/response with a
 // deadline naming the peer on every wait).
 #include <mpi.h>
@@ -45,6 +50,7 @@ struct Options {
   TransportOptions t;
   int skew_rank = -1;              // test: this rank is given a different configuration (seed + 1)
   std::string write_link;          // the fitted link model goes to this JSON file (decode rank)
+  bool plant_tp_reverse_sum = false;  // test: TP rank 0 of each decode stage sums the partials in reverse
 };
 
 std::vector<int64_t> parse_list(const std::string& s, const char* what) {
@@ -85,6 +91,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--layers") o.cfg.layers = parse_int(value(), "--layers");
     else if (a == "--layer-shards") o.cfg.layer_shards = parse_int(value(), "--layer-shards");
     else if (a == "--decode-shards") o.cfg.decode_shards = parse_int(value(), "--decode-shards");
+    else if (a == "--decode-tp") o.cfg.decode_tp = parse_int(value(), "--decode-tp");
+    else if (a == "--test-plant-tp-reverse-sum") o.plant_tp_reverse_sum = true;
     else if (a == "--write-link") o.write_link = value();
     else throw Error(fmt::format("kv-migrate: unknown argument '{}' (see the header of mpi/src/kv_migrate.cpp)", a));
   }
@@ -92,32 +100,37 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Decode stage k (rank prefill_ranks + k) of D: pulls its layers, then decodes them, receiving each step's
-// hidden states from stage k - 1 and sending its own on to stage k + 1. The last stage reports.
-int decode_rank(const Options& o, const Layout& lay, int64_t k) {
+// Decode stage k of D, TP rank t of T (rank prefill_ranks + k T + t): the stage's leader (t = 0) pulls its
+// layers and broadcasts them to the stage's other TP ranks; every rank decodes them (its heads of each
+// layer, then the all-reduce, with --decode-tp), receiving each step's hidden states from stage k - 1 and
+// sending its own on to stage k + 1. The last stage's leader reports, after the last stage's TP vote.
+int decode_rank(const Options& o, const Layout& lay, DecodeTp& dtp) {
   const PipelineConfig& c = o.cfg;
   const std::vector<mla::Weights<float>> W = model(c);
+  const int64_t k = dtp.stage(), tr = dtp.tp_rank();
   const int64_t D = lay.decode_shards, l0 = first_layer(c, D, k), l1 = first_layer(c, D, k + 1);
-  const int me = lay.decode_rank(k);
-  Migrated m = migrate_in(c, o.t, lay, W[0].cfg.kv_dim(), k);
+  Migrated m = dtp.migrate(c, o.t, lay, W[0].cfg.kv_dim());
   const int64_t block_floats = m.caches[0].pool.block_floats();
   StepInput x_in;
   StepOutput pass_on;
   if (k > 0)
     x_in = [&](int64_t t) {
       Mat<float> x(c.prompts(), W[0].cfg.hidden);
-      recv(x.data(), static_cast<int>(x.size()), MPI_FLOAT, me - 1, kActivation, 10 * o.t.timeout_s,
-           fmt::format("hidden states of decode step {} at layer {}", t, l0));
+      recv(x.data(), static_cast<int>(x.size()), MPI_FLOAT, lay.decode_rank(k - 1, tr), kActivation,
+           10 * o.t.timeout_s, fmt::format("hidden states of decode step {} at layer {}", t, l0));
       return x;
     };
   if (k + 1 < D)
     pass_on = [&](int64_t t, const Mat<float>& x) {
-      send(x.data(), static_cast<int>(x.size()), MPI_FLOAT, me + 1, kActivation, 10 * o.t.timeout_s,
-           fmt::format("hidden states of decode step {} at layer {}", t, l1));
+      send(x.data(), static_cast<int>(x.size()), MPI_FLOAT, lay.decode_rank(k + 1, tr), kActivation,
+           10 * o.t.timeout_s, fmt::format("hidden states of decode step {} at layer {}", t, l1));
     };
   const auto d0 = Clock::now();
-  const std::vector<Mat<float>> got = decode_layers(W, c, l0, l1, std::move(m.caches), x_in, pass_on);
+  const std::vector<Mat<float>> got =
+      decode_layers(W, c, l0, l1, std::move(m.caches), x_in, pass_on, dtp.attend(W, l0, l1, o.plant_tp_reverse_sum));
   const double decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
+  const bool tp_same = k + 1 < D || dtp.vote(got);  // the last stage's TP ranks hold the same u
+  if (tr > 0) return 0;  // the stage's leader reports
   // The migration of every decode stage, summed (bytes) and the slowest (time), on the last stage.
   double migrate_s = m.seconds;
   int64_t migrated_bytes = m.bytes;
@@ -150,7 +163,7 @@ int decode_rank(const Options& o, const Layout& lay, int64_t k) {
            std::memcmp(got[t].data(), want[t].data(), static_cast<size_t>(got[t].size()) * sizeof(float)) == 0;
   const std::string lens = fmt::format("{}", fmt::join(c.prompt_lens, ","));
   fmt::print("kv-migrate: {} prefill rank(s) -> {} decode rank(s); prompts [{}]; block size {}; {} decode steps\n",
-             prefill_ranks, D, lens, c.block_size, c.decode_steps);
+             prefill_ranks, lay.decode_ranks(), lens, c.block_size, c.decode_steps);
   if (c.layers > 1)
     fmt::print("  {} layers; prefill: {} group(s) of {} pipeline stage(s), decode: {} pipeline stage(s) (resharded: "
                "each layer's blocks pulled from the rank that owns it)\n", c.layers, lay.groups(), lay.shards, D);
@@ -159,6 +172,14 @@ int decode_rank(const Options& o, const Layout& lay, int64_t k) {
              memcpy_s > 0 ? migrate_s / memcpy_s : 0.0);
   fmt::print("  decode {} steps: {:.3f} ms; migration / (migration + decode) = {:.1f}%\n", c.decode_steps,
              decode_s * 1e3, 100 * migrate_s / (migrate_s + decode_s));
+  if (dtp.tp() > 1) {
+    const int64_t H = W[0].cfg.n_heads;
+    fmt::print("  decode TP: {} ranks per stage ({} of the {} heads each); the cache broadcast from this stage's "
+               "first rank to its {} other(s) {:.3f} ms ({} bytes sent), the all-reduces {:.3f} ms of the decode\n",
+               dtp.tp(), H / dtp.tp(), H, dtp.tp() - 1, dtp.share_s * 1e3, dtp.shared_bytes, dtp.allreduce_s * 1e3);
+    fmt::print("  TP ranks of the last decode stage hold the same u (a vote over its {} ranks): {}\n", dtp.tp(),
+               tp_same ? "SAME" : "DIFFERENT (FAIL)");
+  }
   fmt::print("  decode output vs one process: {}\n", same ? "BIT-IDENTICAL" : "DIFFERENT (FAIL)");
   if (!o.write_link.empty()) {
     // Least squares t = a + b * bytes over the prompts; a < 0 (noise) is clamped to 0 and the rate refitted
@@ -188,7 +209,7 @@ int decode_rank(const Options& o, const Layout& lay, int64_t k) {
     fmt::print("  link model written to {}: {:.3f} GB/s, latency {:.3f} ms (use: \"kv_transfer\": {{\"measured\": "
                "\"{}\"}})\n", o.write_link, 1.0 / b / 1e9, a * 1e3, o.write_link);
   }
-  return same ? 0 : 1;
+  return same && tp_same ? 0 : 1;
 }
 
 }  // namespace
@@ -202,8 +223,10 @@ int main(int argc, char** argv) {
     validate(o.cfg);
     const Layout lay = make_layout(o.cfg, size);
     checked = true;
+    const comm::Group world = comm::Group::world(10 * o.t.timeout_s);
+    DecodeTp dtp(lay, rank, world);  // every rank: the TP groups' split is collective
     int rc = 0;
-    if (rank >= lay.prefill_ranks) rc = decode_rank(o, lay, rank - lay.prefill_ranks);
+    if (dtp.decoding()) rc = decode_rank(o, lay, dtp);
     else prefill_serve(o.cfg, o.t, rank, lay);
     return rc;
   });

@@ -182,31 +182,22 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
     if (x.rows() > 0) moe::add_shared(w, x, a.y);
     return a.y;
   };
-  double prefill_s = 0, migrate_s = 0, decode_s = 0, moe_s = 0, share_s = 0, allreduce_s = 0;
-  int64_t bytes = 0, shared_bytes = 0;
+  double prefill_s = 0, migrate_s = 0, decode_s = 0, moe_s = 0;
+  int64_t bytes = 0;
   std::vector<Mat<float>> us;
   std::vector<Mat<double>> ys;
   const int64_t hidden = w.cfg.hidden, D = lay.decode_shards, T = lay.decode_tp;
-  const bool decoding = rank >= lay.prefill_ranks;
-  const int64_t k = decoding ? (rank - lay.prefill_ranks) / T : -1;  // decode stage
-  const int64_t tr = decoding ? (rank - lay.prefill_ranks) % T : -1; // TP rank within the stage
-  // One communicator per decode stage for its TP ranks (every rank joins the split; prefill ranks get none).
-  const comm::Group tp_group =
-      T > 1 ? world_slow.split(decoding ? static_cast<int>(k) : -1, static_cast<int>(tr)) : comm::Group::none();
-  int tp_same = 1;  // the last stage's TP ranks all hold the same u (the vote below)
-  if (!decoding) {
+  DecodeTp dtp(lay, rank, world_slow);  // this rank's decode stage and TP rank (every rank: the split)
+  const int64_t k = dtp.stage(), tr = dtp.tp_rank();
+  bool tp_same = true;  // the last stage's TP ranks all hold the same u (the vote below)
+  if (!dtp.decoding()) {
     prefill_s = prefill_serve(c, o.t, rank, lay);
     for (int64_t t = 0; t < c.decode_steps; ++t) moe_step(Mat<double>(0, hidden), false);
   } else {  // decode stage k of D, TP rank tr of T: its layers (its heads of each), then (last rank) the MoE layer
     const int64_t l0 = first_layer(c, D, k), l1 = first_layer(c, D, k + 1);
     const std::vector<mla::Weights<float>> W = model(c);
-    const int64_t kv_dim = W[0].cfg.kv_dim();
-    Migrated m;
-    if (tr == 0) m = migrate_in(c, o.t, lay, kv_dim, k);  // the stage's leader pulls from the prefill ranks
-    else m.caches = make_decode_caches(c, kv_dim, c.seed + 29, l0, l1);
+    Migrated m = dtp.migrate(c, o.t, lay, W[0].cfg.kv_dim());  // the leader pulls, then the cache to every TP rank
     migrate_s = m.seconds, bytes = m.bytes;
-    if (T > 1)  // the whole latent cache to every TP rank of the stage (bytes counted at the sender)
-      shared_bytes = share_caches(c, m.caches, tp_group, &share_s) * (tr == 0 ? T - 1 : 0);
     StepInput x_in;
     if (k > 0)
       x_in = [&](int64_t t) {  // from the same TP rank of the stage before
@@ -215,20 +206,6 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
              10 * o.t.timeout_s, fmt::format("hidden states of decode step {} at layer {}", t, l0));
         return x;
       };
-    Attend attend;
-    std::vector<mla::Weights<float>> shards;  // [layer - l0]: this rank's heads of each layer
-    if (T > 1) {
-      for (int64_t l = l0; l < l1; ++l) shards.push_back(tp::shard_of(W[static_cast<size_t>(l)], tr, T));
-      attend = [&](int64_t l, const mla::PagedCache<float>& cache, const mla::Step<float>& step) {
-        const auto rung = mla::reference_rung<float>(mla::Variant::flash_mla);
-        const Mat<float> partial = mla::run(rung, shards[static_cast<size_t>(l - l0)], cache, step).u;
-        const auto a0 = Clock::now();
-        Mat<float> u = tp::allreduce_in_rank_order(partial, tp_group, fmt::format("layer {}'s TP all-reduce", l),
-                                                   o.plant_tp_reverse_sum && tr == 0);
-        allreduce_s += since(a0);
-        return u;
-      };
-    }
     const auto d0 = Clock::now();
     us = decode_layers(W, c, l0, l1, std::move(m.caches), x_in, [&](int64_t t, const Mat<float>& x) {
       if (k + 1 < D)
@@ -239,20 +216,12 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
                                rank == last && o.plant_swap_weights);
       if (rank == last) ys.push_back(std::move(y));
       moe_s += since(e0);
-    }, attend);
+    }, dtp.attend(W, l0, l1, o.plant_tp_reverse_sum));
     decode_s = since(d0);
-    if (T > 1 && k + 1 == D) {  // the vote: the same u bytes on every TP rank of the last stage
-      uint64_t h = 1469598103934665603ull;
-      for (const Mat<float>& u : us)
-        for (const unsigned char* p = reinterpret_cast<const unsigned char*>(u.data()),
-                                 *e = p + static_cast<size_t>(u.size()) * sizeof(float); p < e; ++p)
-          h = (h ^ *p) * 1099511628211ull;
-      uint64_t lo = 0, hi = 0;
-      tp_group.allreduce(&h, &lo, 1, comm::Op::min, "the TP ranks' vote");
-      tp_group.allreduce(&h, &hi, 1, comm::Op::max, "the TP ranks' vote");
-      tp_same = lo == hi ? 1 : 0;
-    }
+    if (k + 1 == D) tp_same = dtp.vote(us);  // the same u bytes on every TP rank of the last stage
   }
+  const double share_s = dtp.share_s, allreduce_s = dtp.allreduce_s;
+  const int64_t shared_bytes = dtp.shared_bytes;
   // Per-rank figures to the last rank (non-blocking collectives with a deadline, like every wait here).
   double slowest_prefill = 0, slowest_migration = 0;
   int64_t all_bytes = 0;

@@ -40,6 +40,7 @@
 
 #include "ladder/mpi/comm.hpp"
 #include "ladder/mpi/kv_pipeline.hpp"
+#include "ladder/mpi/tp.hpp"
 
 namespace ladder::kvmig {
 
@@ -400,5 +401,77 @@ inline int64_t share_caches(const PipelineConfig& c, std::vector<DecodeCache>& d
   if (seconds) *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return static_cast<int64_t>(rows.size() * sizeof(float));
 }
+
+// A rank's place on the decode side and its tensor parallelism (--decode-tp), what ladder-kv-migrate and
+// ladder-serve-demo share: decode stage k and TP rank t of T (rank P + k T + t), the stage's group (a split
+// of `world`, made by every rank: call the constructor on all), the stage's caches (the leader, t = 0,
+// pulls them with migrate_in; it broadcasts them to the others, share_caches), this rank's head shards and
+// the attention that runs them with the all-reduce, and the vote of the last stage's TP ranks.
+class DecodeTp {
+ public:
+  DecodeTp(const Layout& lay, int rank, const comm::Group& world)
+      : T_(lay.decode_tp), decoding_(rank >= lay.prefill_ranks),
+        k_(decoding_ ? (rank - lay.prefill_ranks) / T_ : -1), t_(decoding_ ? (rank - lay.prefill_ranks) % T_ : -1),
+        group_(T_ > 1 ? world.split(decoding_ ? static_cast<int>(k_) : -1, static_cast<int>(t_)) : comm::Group::none()) {}
+
+  bool decoding() const { return decoding_; }
+  int64_t stage() const { return k_; }
+  int64_t tp_rank() const { return t_; }
+  int64_t tp() const { return T_; }
+  double share_s = 0;         // the cache broadcast on this rank (share_caches' seconds)
+  int64_t shared_bytes = 0;   // cache bytes this rank broadcast (the leader: T - 1 copies)
+  double allreduce_s = 0;     // the all-reduces of this rank's decode
+
+  // This rank's caches for its stage's layers: pulled by the leader, broadcast to the other TP ranks.
+  Migrated migrate(const PipelineConfig& c, const TransportOptions& o, const Layout& lay, int64_t kv_dim) {
+    Migrated m;
+    if (t_ == 0) m = migrate_in(c, o, lay, kv_dim, k_);
+    else m.caches = make_decode_caches(c, kv_dim, c.seed + 29, first_layer(c, lay.decode_shards, k_),
+                                       first_layer(c, lay.decode_shards, k_ + 1));
+    if (T_ > 1) shared_bytes = share_caches(c, m.caches, group_, &share_s) * (t_ == 0 ? T_ - 1 : 0);
+    return m;
+  }
+
+  // The attention of layers [l0, l1) on this TP rank: its heads' partial u, then the all-reduce in rank
+  // order (plant_reverse, a test: TP rank 0 sums in reverse). Empty (the whole layer) when T = 1. Valid
+  // while this object is.
+  Attend attend(const std::vector<mla::Weights<float>>& W, int64_t l0, int64_t l1, bool plant_reverse = false) {
+    if (T_ == 1) return {};
+    shards_.clear();
+    for (int64_t l = l0; l < l1; ++l) shards_.push_back(tp::shard_of(W[static_cast<size_t>(l)], t_, T_));
+    return [this, l0, plant_reverse](int64_t l, const mla::PagedCache<float>& cache, const mla::Step<float>& step) {
+      const auto rung = mla::reference_rung<float>(mla::Variant::flash_mla);
+      const Mat<float> partial = mla::run(rung, shards_[static_cast<size_t>(l - l0)], cache, step).u;
+      const auto a0 = Clock::now();
+      Mat<float> u = tp::allreduce_in_rank_order(partial, group_, fmt::format("layer {}'s TP all-reduce", l),
+                                                 plant_reverse && t_ == 0);
+      allreduce_s += std::chrono::duration<double>(Clock::now() - a0).count();
+      return u;
+    };
+  }
+
+  // Every TP rank of the stage holds the same bytes of `us` (a hash of each rank's, min = max over the
+  // group); true without TP. Every rank of the stage calls it.
+  bool vote(const std::vector<Mat<float>>& us) const {
+    if (T_ == 1) return true;
+    uint64_t h = 1469598103934665603ull;
+    for (const Mat<float>& u : us)
+      for (const unsigned char *p = reinterpret_cast<const unsigned char*>(u.data()),
+                               *e = p + static_cast<size_t>(u.size()) * sizeof(float);
+           p < e; ++p)
+        h = (h ^ *p) * 1099511628211ull;
+    uint64_t lo = 0, hi = 0;
+    group_.allreduce(&h, &lo, 1, comm::Op::min, "the TP ranks' vote");
+    group_.allreduce(&h, &hi, 1, comm::Op::max, "the TP ranks' vote");
+    return lo == hi;
+  }
+
+ private:
+  int64_t T_;
+  bool decoding_;
+  int64_t k_, t_;
+  comm::Group group_;
+  std::vector<mla::Weights<float>> shards_;  // [layer - l0]: this rank's heads of each layer
+};
 
 }  // namespace ladder::kvmig
