@@ -38,6 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ladder/mpi/decode_tp.hpp"
 #include "ladder/mpi/kv_transport.hpp"
 #include "ladder/mpi/launch.hpp"
 

@@ -53,6 +53,7 @@
 #include "ladder/moe/synthetic.hpp"
 #include "ladder/mpi/comm.hpp"
 #include "ladder/mpi/ep_a2a.hpp"
+#include "ladder/mpi/decode_tp.hpp"
 #include "ladder/mpi/kv_transport.hpp"
 #include "ladder/mpi/launch.hpp"
 #include "ladder/mpi/tp.hpp"
