@@ -154,8 +154,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 int run(const Options& o, int rank, int N, const Layout& lay) {
   const PipelineConfig& c = o.cfg;
-  // Every rank's collectives (comm.hpp); the steps' waits are long: a prefill rank enters the first step
-  // while the decode side is still migrating and running its MLA layers.
+  // Every rank's collectives (comm.hpp), with the ordinary deadline and the steps' long one (below).
   const comm::Group world = comm::Group::world(o.t.timeout_s), world_slow = world.with_timeout(10 * o.t.timeout_s);
   const moe::Weights<double> w = moe_layer(o);
   const moe::Index E = o.experts;
