@@ -4,9 +4,9 @@
 # judge in tests/lab_oracle.cmake, the test sources), once. Compiled against the starter's headers
 # (found first) are only:
 #   ladder_lab_student   the library sources listed in LADDER_LAB_SOURCES: for labs 02-06 the
-#                        stage's thin student units ref/src/lab/<stage>*.cpp, which instantiate exactly
+#                        stage's thin student units ref/src/<NN-stage>/lab/*.cpp, which instantiate exactly
 #                        the functions the student writes (those marked LADDER_LAB_ENTRY); for lab 01
-#                        the stage's registry (ref/src/*.cpp) -- and the starter's .cu files (the
+#                        the stage's registry (ref/src/<NN-stage>/registry.cpp) -- and the starter's .cu files (the
 #                        student's kernels, which replace the reference's);
 #   LADDER_LAB_TEST_SOURCES  listed test sources (tests/; no lab lists one at present): tests/CMakeLists.txt
 #                        gives each one the starter's headers ahead of the reference's and puts it first
@@ -28,15 +28,15 @@ set(lab_include ${LADDER_ROOT}/${LADDER_LAB}/ref/include)
 set(lab_library_sources)
 set(LADDER_LAB_TEST_SOURCES)
 foreach(src ${LADDER_LAB_SOURCES})
-  if(src MATCHES "^(ref/src/lab|ref/src|cuda/src)/[^/]+\\.cpp$")
+  if(src MATCHES "^(ref|cuda)/src/[0-9][0-9]-[a-z]+/(lab/)?[^/]+\\.cpp$")
     list(APPEND lab_library_sources ${LADDER_ROOT}/${src})
   elseif(src MATCHES "^tests/[^/]+\\.(cpp|cu)$")
     list(APPEND LADDER_LAB_TEST_SOURCES ${LADDER_ROOT}/${src})
   else()
-    message(FATAL_ERROR "LADDER_LAB_SOURCES: ${src} violates 'a ref/src/*.cpp, ref/src/lab/*.cpp, cuda/src/*.cpp or tests/*.{cpp,cu} path'")
+    message(FATAL_ERROR "LADDER_LAB_SOURCES: ${src} violates 'a ref/src/<NN-stage>/[lab/]*.cpp, cuda/src/<NN-stage>/*.cpp or tests/*.{cpp,cu} path'")
   endif()
 endforeach()
-file(GLOB lab_kernels ${LADDER_ROOT}/${LADDER_LAB}/cuda/src/*.cu)
+file(GLOB lab_kernels ${LADDER_ROOT}/${LADDER_LAB}/cuda/src/*/*.cu)
 if(lab_library_sources OR lab_kernels)
   add_library(ladder_lab_student OBJECT ${lab_library_sources} ${lab_kernels})
   if(lab_kernels)

@@ -7,5 +7,5 @@ ladder_add_test(test_02_attention
   LIBS ladder_cuda ladder_core)
 # `ladder reproduce 02-attention --quick` through its entry point.
 ladder_add_test(test_02_attention_cli SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_02_attention_cli.cpp LIBS ladder_cli)
-# The CUDA rungs (cuda/src/02_attention*.cu) through SIMT in every schedule (and once under TSan), small shapes.
+# The CUDA rungs (cuda/src/02-attention/*.cu) through SIMT in every schedule (and once under TSan), small shapes.
 ladder_add_test(test_02_attention_cuda SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_02_attention_cuda.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_02_attention_cuda_planted.cu LIBS ladder_cuda ladder_core SIMT)

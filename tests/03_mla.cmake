@@ -7,11 +7,11 @@ ladder_add_test(test_03_mla
           ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cost.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_placement.cpp
   LIBS ladder_cuda ladder_core ladder_lab_oracle)
-# The CUDA rungs (cuda/src/03_mla*.cu) through SIMT in every schedule (and once under TSan), tiny shapes.
+# The CUDA rungs (cuda/src/03-mla/*.cu) through SIMT in every schedule (and once under TSan), tiny shapes.
 ladder_add_test(test_03_mla_cuda
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda_planted.cu
   LIBS ladder_cuda ladder_core SIMT)
-# The GEMM kernels (cuda/src/03_mla_gemm.cu) vs Eigen, the same way: every schedule, and once under TSan.
+# The GEMM kernels (cuda/src/03-mla/mla_gemm.cu) vs Eigen, the same way: every schedule, and once under TSan.
 ladder_add_test(test_03_mla_cuda_gemm
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_03_mla_cuda_gemm.cpp
   LIBS ladder_cuda ladder_core SIMT)

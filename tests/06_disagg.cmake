@@ -11,7 +11,7 @@ ladder_add_test(test_06_disagg_golden SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_0
 ladder_add_test(test_06_disagg_cli SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_cli.cpp LIBS ladder_cli)
 # Chunked prefill on colocated workers (Sarathi-Serve) and the explicit request list.
 ladder_add_test(test_06_disagg_chunked SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_chunked.cpp LIBS ladder_core)
-# The case contract (ref/src/disagg_contract.cpp) in process, and `ladder describe / oracle / check 06-disagg`
+# The case contract (ref/src/06-disagg/contract.cpp) in process, and `ladder describe / oracle / check 06-disagg`
 # end to end from numpy (exit codes 0 / 1 / 2, one-line errors).
 ladder_add_test(test_06_disagg_contract SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_contract.cpp LIBS ladder_core)
 if(TARGET ladder)

@@ -3,7 +3,7 @@
 # so they cannot be merged with the student's same-named inline functions at link time. The stage
 # sources it needs (npy I/O, the stage-03 golden loaders) are compiled again under that name.
 add_library(ladder_lab_oracle STATIC
-  ${CMAKE_CURRENT_SOURCE_DIR}/lab_oracle.cpp ${LADDER_ROOT}/ref/src/npy.cpp ${LADDER_ROOT}/ref/src/mla_golden.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/lab_oracle.cpp ${LADDER_ROOT}/ref/src/npy.cpp ${LADDER_ROOT}/ref/src/03-mla/golden.cpp)
 target_include_directories(ladder_lab_oracle PRIVATE ${LADDER_ROOT}/ref/include)
 target_include_directories(ladder_lab_oracle INTERFACE ${CMAKE_CURRENT_SOURCE_DIR})
 target_compile_definitions(ladder_lab_oracle PRIVATE ladder=ladder_oracle)

@@ -14,6 +14,7 @@
 #include "lab_check.hpp"
 #include "lab_oracle.hpp"
 #include "ladder/core/compare.hpp"
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/core/registry.hpp"
@@ -26,6 +27,16 @@ using namespace ladder;
 namespace fs = std::filesystem;
 
 namespace {
+
+// The tolerance rule's parameters for y, as the stage's contract declares them (ref/src/01-softmax/contract.cpp).
+const Tolerance kRule32 = contract("01-softmax").tolerance("y", DType::F4);
+// float64 rungs are judged against a float64 baseline of their own (the naive rung, below), not against
+// the float32 baseline scaled down, so k stays the contract's and only the dtype's eps changes.
+const Tolerance kRule64 = [] {
+  Tolerance t = kRule32;
+  t.eps = 0x1p-52;
+  return t;
+}();
 const std::string kStage = "01-softmax";
 Coverage coverage;
 
@@ -82,7 +93,7 @@ TEST_CASE("every reference rung vs the fp64 oracle on every golden case (float32
                       "the true softmax is finite, got finite values everywhere");
         continue;
       }
-      test::check_rule({r->id, "float32", "y", name, kRowCol}, oracle, y32, baseline, Tolerance{2, 4, 0x1p-23});
+      test::check_rule({r->id, "float32", "y", name, kRowCol}, oracle, y32, baseline, kRule32);
       // float64 rungs: the same rule at double precision, the naive float64 rung as the baseline (the
       // reference's same-precision naive rung), taken element by element where it is finite; where naive
       // overflows even in double (mixed_scales' rows scaled 1e3 and 1e4) the oracle stands in, so those
@@ -93,7 +104,7 @@ TEST_CASE("every reference rung vs the fp64 oracle on every golden case (float32
       for (int64_t i = 0; i < base64.size(); ++i)
         if (!std::isfinite(base64.data[i])) base64.data[i] = oracle.data[i];
       test::check_rule({r->id, "float64", "y", name, kRowCol}, oracle, y64, base64,
-                       Tolerance{2, 4, 0x1p-52});
+                       kRule64);
     }
   }
 }
@@ -136,7 +147,7 @@ TEST_CASE("the 2^20 case: input from the seed matches the committed sum; rungs m
     for (int64_t i = 0; i < idx.size(); ++i) cs.data[i] = y.data[idx.data[i]], bs.data[i] = base.data[idx.data[i]];
     // positions are in the sample: "sample i" is column sample_index[i] of the row
     test::check_rule({r->id, "float32", "y", "len_1048576 (sampled columns)", {"sample"}}, ys, cs, bs,
-                     Tolerance{2, 4, 0x1p-23});
+                     kRule32);
   }
 }
 
@@ -236,7 +247,7 @@ TEST_CASE("vectorised rungs: every row length around the lane width, NaN in any 
     for (const std::string id : {"safe_vec", "online_vec"}) {
       const Array<float> y = run32(registry().find(kStage, "ref", id), x);
       test::check_rule({id, "float32", "y", "random rows of length " + std::to_string(V), kRowCol}, o, y,
-                       reference("safe", x), Tolerance{2, 4, 0x1p-23});
+                       reference("safe", x), kRule32);
     }
   }
   // A NaN anywhere makes its row all NaN (as in the scalar rungs), whichever lane it lands in.

@@ -1,7 +1,7 @@
 // tests/test_01_softmax_cuda.cpp -- stage 01 CUDA rungs (run on the CPU through SIMT) vs the fp64
 // oracle under the tolerance rule, on every golden case and on awkward random shapes. CTest runs this
 // binary under SIMT_SCHEDULE=forward, reverse and random:1, and once more in the TSan build, so a
-// missing __syncthreads in cuda/src/01_softmax.cu fails at least one of them.
+// missing __syncthreads in cuda/src/01-softmax/softmax.cu fails at least one of them.
 // The oracle is the committed y.npy, or the reference's fp64 safe softmax, and the float baseline the
 // reference's safe rung, both from lab_oracle.hpp: never the lab student's softmax.hpp.
 #include <doctest/doctest.h>

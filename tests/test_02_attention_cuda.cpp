@@ -210,7 +210,7 @@ static int bank_ways(const std::vector<int>& words) {
 }
 
 TEST_CASE("the tiled kernels' S loop reads K_j and Q_i rows without bank conflicts (tile_row_stride)") {
-  // One warp of the forward's S loop (cuda/src/02_attention_tiled.cu): lane l is half (l & 1) of thread pair
+  // One warp of the forward's S loop (cuda/src/02-attention/attention_tiled.cu): lane l is half (l & 1) of thread pair
   // l >> 1, which computes the 2 x 2 block of S at rows 2 (pair / (kBc / 2)), +1 and columns
   // 2 (pair % (kBc / 2)), +1, over the head-dim columns c = 2 n + half. Each of its four loads (Q_i rows
   // 2 sr and 2 sr + 1, K_j rows 2 sc and 2 sc + 1) must hit one word per bank, rows tile_row_stride(d)
@@ -244,7 +244,7 @@ TEST_CASE("the tiled kernels' S loop reads K_j and Q_i rows without bank conflic
 }
 
 TEST_CASE("tiled_wide's hot shared-memory reads and its transposed stores are conflict-free") {
-  // cuda/src/02_attention_tiled_wide.cu: thread t = 16 ty + tx, warp w holds ty = 2 w, 2 w + 1. Row strides 66
+  // cuda/src/02-attention/attention_tiled_wide.cu: thread t = 16 ty + tx, warp w holds ty = 2 w, 2 w + 1. Row strides 66
   // (Qc, Kc: k-major, [16][66]) and 68 (Ps [64][68]); Vc [16][128].
   constexpr int ld = cuda::attention::kWideBr + 2, pld = cuda::attention::kWideBc + 4;
   for (int w = 0; w < cuda::attention::kWideThreads / 32; ++w) {

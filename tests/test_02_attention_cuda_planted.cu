@@ -1,5 +1,5 @@
 // tests/test_02_attention_cuda_planted.cu -- a deliberately broken copy of the stage-02 tiled forward
-// (cuda/src/02_attention_tiled.cu, tiled_forward; no mask, one Q tile) with the barrier at the end of the KV
+// (cuda/src/02-attention/attention_tiled.cu, tiled_forward; no mask, one Q tile) with the barrier at the end of the KV
 // loop removed: a fast thread loads the next K_j, V_j over the tile its neighbours are still
 // multiplying (a write-after-read hazard, the least obvious of the kernel's four barriers). The test
 // proves the comparison with the reference catches it under every SIMT schedule; it is skipped in the

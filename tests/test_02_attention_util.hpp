@@ -10,19 +10,19 @@
 
 #include "ladder/attention.hpp"
 #include "ladder/core/compare.hpp"
+#include "ladder/core/contract.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/core/rng.hpp"
 #include "lab_check.hpp"
 
 namespace ladder::test {
 
-// The tolerance rule (core/compare.hpp) with the stage's fixed parameters: k = 2 forward, 3 backward, floor 4 ULPs.
-inline constexpr Tolerance kForward32{2, 4, 0x1p-23};
-inline constexpr Tolerance kBackward32{3, 4, 0x1p-23};
-// float64 candidates: k + 1, because the fp64 oracle's own error is of the candidate's order (the
-// triangle inequality, see kMla64 in test_03_mla_util.hpp).
-inline constexpr Tolerance kForward64{3, 4, 0x1p-52};
-inline constexpr Tolerance kBackward64{4, 4, 0x1p-52};
+// The tolerance rule (core/compare.hpp) with the parameters the stage's contract declares (O: forward,
+// dQ: backward; ref/src/02-attention/contract.cpp); float64 candidates get k + 1 (Contract::tolerance).
+inline const Tolerance kForward32 = contract("02-attention").tolerance("O", DType::F4);
+inline const Tolerance kBackward32 = contract("02-attention").tolerance("dQ", DType::F4);
+inline const Tolerance kForward64 = contract("02-attention").tolerance("O", DType::F8);
+inline const Tolerance kBackward64 = contract("02-attention").tolerance("dQ", DType::F8);
 
 // The gradient (dQ, dK, dV) as one flat tensor. A component can be exactly zero (one key: P = 1, so
 // dS = P o (dP - D) = 0 and dQ = dK = 0), where a floor "at the output's scale" would be 0 and demand
@@ -40,13 +40,9 @@ Array<T> gradient(const attention::Grads<T>& g) {
 inline const std::vector<std::string> kBHRC = {"b", "h", "row", "col"};
 inline const std::vector<std::string> kBHR = {"b", "h", "row"};
 
-// fp64 rungs: there is no fp64 baseline distinct from the fp64 oracle, so the baseline error is the
-// fp32 baseline's error scaled to double precision (x eps64 / eps32 = 2^-29).
+// fp64 rungs: the fp32 baseline's error scaled to double precision (ladder::fp64_baseline says why).
 inline Array<double> scaled_baseline(const Array<double>& oracle, const Array<float>& base32) {
-  Array<double> r = oracle;
-  for (int64_t i = 0; i < r.size(); ++i)
-    if (std::isfinite(oracle.data[i])) r.data[i] += (static_cast<double>(base32.data[i]) - oracle.data[i]) * 0x1p-29;
-  return r;
+  return fp64_baseline(oracle, base32.cast<double>());
 }
 
 // The rule on the gradient, decided on (dQ | dK | dV) as one tensor (see gradient() above), reported

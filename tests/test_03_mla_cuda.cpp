@@ -203,7 +203,7 @@ TEST_CASE("bad sizes raise ladder::Error naming the parameter") {
 }
 
 TEST_CASE("flash_split's shared-memory accesses: one wavefront per warp access, except the partial-score store") {
-  // The thread maps of cuda/src/03_mla_flash.cu (tid = 32 warp + lane); word a is in bank a mod 32. A
+  // The thread maps of cuda/src/03-mla/mla_flash.cu (tid = 32 warp + lane); word a is in bank a mod 32. A
   // warp access is one wavefront when no bank holds two different words (a 128-bit load of <= 32
   // distinct words, broadcast lanes counted once); `ways` is the most different words in one bank.
   using namespace cuda::mla;

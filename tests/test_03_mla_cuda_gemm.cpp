@@ -1,4 +1,4 @@
-// tests/test_03_mla_cuda_gemm.cpp -- stage 03's one GEMM (cuda/src/03_mla_gemm.cu, run on the CPU
+// tests/test_03_mla_cuda_gemm.cpp -- stage 03's one GEMM (cuda/src/03-mla/mla_gemm.cu, run on the CPU
 // through SIMT) against Eigen: its kernels (gemm_small, gemm_batched, gemm_batched split-K), each in both
 // K-loop schedules, on awkward shapes, every operand layout, batched with an inner index, lens and
 // accumulate; split-K with K clipped per sequence and empty slices; the kernel choice from the shapes.

@@ -1,5 +1,5 @@
 // tests/test_03_mla_cuda_planted.cu -- a deliberately broken copy of the stage-03 GEMM kernel
-// (cuda/src/03_mla_gemm.cu, gemm_batched) with its first __syncthreads removed: a thread multiplies tile
+// (cuda/src/03-mla/mla_gemm.cu, gemm_batched) with its first __syncthreads removed: a thread multiplies tile
 // entries its neighbours have not loaded yet. The test proves the comparison with Eigen catches it under
 // every SIMT schedule; it is skipped in the TSan build, where the race itself is the report.
 #include <doctest/doctest.h>

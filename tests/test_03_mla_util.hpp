@@ -12,6 +12,7 @@
 #include "lab_check.hpp"
 #include "lab_oracle.hpp"
 #include "ladder/core/compare.hpp"
+#include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/mla.hpp"
@@ -19,13 +20,13 @@
 
 namespace ladder::test {
 
-// The tolerance rule (core/compare.hpp) with the stage's fixed parameters: k = 2 (forward), floor 4 ULPs of the output dtype.
-// A float64 candidate has the oracle's own precision, so the oracle is no longer exact beside it: with
-// b the (scaled) baseline error, |cand - oracle| <= |cand - exact| + |oracle - exact| <= k b + b, hence
-// k + 1 for float64 candidates (the fixed-order fp64 oracle sums sequentially, so its own error is of the
-// same order as the candidate's; a one-key case failed at 1.12x the k = 2 tolerance).
-inline constexpr Tolerance kMla32{2, 4, 0x1p-23};
-inline constexpr Tolerance kMla64{3, 4, 0x1p-52};
+// The tolerance rule (core/compare.hpp) with the parameters the stage's contract declares for u
+// (ref/src/03-mla/contract.cpp). A float64 candidate has the oracle's own precision, so the oracle is no
+// longer exact beside it: k + 1 (Contract::tolerance, fp64_baseline; the fixed-order fp64 oracle sums
+// sequentially, so its own error is of the same order as the candidate's; a one-key case failed at
+// 1.12x the k = 2 tolerance).
+inline const Tolerance kMla32 = contract("03-mla").tolerance("u", DType::F4);
+inline const Tolerance kMla64 = contract("03-mla").tolerance("u", DType::F8);
 
 // Every rung of every test file of the stage is marked here; the last test asserts full coverage.
 inline Coverage& mla_coverage() {
@@ -46,13 +47,9 @@ mla::Output<T> run_rung(const Rung& r, const mla::Weights<T>& W, const mla::Page
     return mla::run(f.f64, W, cache, step);
 }
 
-// fp64 rungs: the fp64 baseline would be the oracle itself, so its error is the fp32 baseline's error
-// scaled to double precision (x eps64 / eps32 = 2^-29), as the stage-02 tests do.
+// fp64 rungs: the fp32 baseline's error scaled to double precision (ladder::fp64_baseline says why).
 inline Array<double> scaled_baseline(const Array<double>& oracle, const Array<float>& base32) {
-  Array<double> r = oracle;
-  for (int64_t i = 0; i < r.size(); ++i)
-    if (std::isfinite(oracle.data[i])) r.data[i] += (static_cast<double>(base32.data[i]) - oracle.data[i]) * 0x1p-29;
-  return r;
+  return fp64_baseline(oracle, base32.cast<double>());
 }
 
 template <class T>

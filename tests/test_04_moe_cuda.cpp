@@ -1,4 +1,4 @@
-// tests/test_04_moe_cuda.cpp -- stage 04 CUDA rungs (cuda/src/04_moe*.cu through SIMT, every schedule)
+// tests/test_04_moe_cuda.cpp -- stage 04 CUDA rungs (cuda/src/04-moe/*.cu through SIMT, every schedule)
 // vs the committed goldens and the references: the gate's topk_idx and the permutation exactly, the
 // dropless layer by the tolerance rule; the grouped GEMM vs ragged_dot<float> on empty groups, a group
 // taking every row, and rows past sum(group_sizes). Every registered CUDA rung of the stage is run.

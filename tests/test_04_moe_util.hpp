@@ -8,6 +8,7 @@
 #include "golden_util.hpp"
 #include "lab_oracle.hpp"
 #include "ladder/core/compare.hpp"
+#include "ladder/core/contract.hpp"
 #include "ladder/golden_cases.hpp"
 #include "ladder/moe.hpp"
 #include "ladder/moe/golden.hpp"
@@ -58,7 +59,7 @@ inline CompareReport judge_f32(const MoeCase& c, const Mat<float>& y, const std:
   const Mat<float> base = lab_oracle::moe_dense_loop_f32((golden_dir(moe::kStage) / c.in.name).string(),
                                                          c.routing.topk_idx.data, c.routing.topk_weight.data,
                                                          kept ? *kept : std::vector<moe::Index>{});
-  return compare(c.y, Array<float>::from(y), Array<float>::from(base), Tolerance{2, 4, 0x1p-23});
+  return compare(c.y, Array<float>::from(y), Array<float>::from(base), contract(moe::kStage).tolerance("y", DType::F4));
 }
 
 }  // namespace ladder::test

@@ -1,5 +1,5 @@
 // tests/test_05_eplb_cli.cpp -- `ladder eplb` and `ladder reproduce 05-eplb` through their CLI entry
-// points (tools/ladder/cmd_eplb.cpp, reproduce_05_eplb.cpp): good input prints the placement, bad
+// points (tools/ladder/05-eplb/commands.cpp, 05-eplb/reproduce.cpp): good input prints the placement, bad
 // input raises ladder::Error (main.cpp turns it into one line and exit 2), and every number the
 // reproduce section compares with the sources matches exactly.
 #include <doctest/doctest.h>
@@ -14,10 +14,10 @@
 
 namespace {
 
-// Parses `ladder eplb ARGS...` with only the eplb subcommand registered.
+// Parses `ladder eplb ARGS...` with only stage 05's subcommand registered.
 void run_eplb(std::vector<std::string> args) {
   CLI::App app{"ladder"};
-  ladder::cli::add_eplb_command(app);
+  ladder::cli::add_stage_commands(app, "05-eplb");
   args.insert(args.begin(), "eplb");
   std::vector<const char*> argv{"ladder"};
   for (const auto& a : args) argv.push_back(a.c_str());
@@ -67,7 +67,7 @@ TEST_CASE("ladder eplb: JSON and .npy loads run; bad input raises ladder::Error 
 
 TEST_CASE("ladder reproduce 05-eplb: the README and code-reading numbers match exactly") {
   ladder::test::TempDir tmp;
-  const std::string md = ladder::cli::reproduce_05_eplb({tmp.path, true});
+  const std::string md = ladder::cli::stage_cli("05-eplb").reproduce({tmp.path, true});
   CHECK(md.find("DIFFERS") == std::string::npos);
   CHECK(md.find("MISMATCH") == std::string::npos);
   for (const char* line : {"phy2log: exact match with the README (32 of 32 entries)",

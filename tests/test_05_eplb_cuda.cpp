@@ -1,4 +1,4 @@
-// tests/test_05_eplb_cuda.cpp -- stage 05 CUDA kernels (cuda/src/05_eplb.cu, run on the CPU through
+// tests/test_05_eplb_cuda.cpp -- stage 05 CUDA kernels (cuda/src/05-eplb/eplb.cu, run on the CPU through
 // SIMT) vs the CPU loops of ladder/eplb/dispatch.hpp, exactly: expert-load counting (v1 global
 // atomics, v2 shared-memory histogram) and the token -> replica mapping through log2phy. CTest runs
 // this binary under SIMT_SCHEDULE=forward, reverse and random:1 (and in the TSan build).

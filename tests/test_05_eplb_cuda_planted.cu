@@ -1,5 +1,5 @@
 // tests/test_05_eplb_cuda_planted.cu -- a deliberately broken copy of the v2 load-counting kernel
-// (cuda/src/05_eplb.cu) with its first __syncthreads removed: a thread may count into a bin that
+// (cuda/src/05-eplb/eplb.cu) with its first __syncthreads removed: a thread may count into a bin that
 // another thread zeroes afterwards. The test proves the exact comparison with the CPU loop catches
 // it under SIMT's schedules; it is skipped in the TSan build, where the race itself is the report.
 #include <doctest/doctest.h>

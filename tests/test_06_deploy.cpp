@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "cmd_plan.hpp"
+#include "06-disagg/plan.hpp"
 #include "golden_util.hpp"
 #include "ladder/core/error.hpp"
 #include "ladder/core/golden.hpp"
@@ -54,8 +54,8 @@ TEST_CASE("deploy: the report's memory figures from the model's shapes, and whic
   CHECK(f["shared_tp8_saving"].bytes == 58 * kExpert * 7 / 8);
   CHECK(f["vocab_dp4tp8_saving"].bytes == 2 * 2 * kVocab * 7 / 8);
   CHECK(f["kv_72x4k"].bytes == 72.0 * 4096 * 61 * (512 + 64) * 2);
-  // Which unit fits: the printed numbers from data/papers/06-deploy.json.
-  const nlohmann::json j = ladder::read_json(kData / "papers" / "06-deploy.json");
+  // Which unit fits: the printed numbers from data/papers/06-disagg-deploy.json.
+  const nlohmann::json j = ladder::read_json(kData / "papers" / "06-disagg-deploy.json");
   for (const auto& e : j.at("entries")) {
     const std::string id = e.at("id").get<std::string>();
     if (f.count(id)) f[id].printed = e.at("value").get<double>();
@@ -163,7 +163,7 @@ TEST_CASE("deploy: two streams -- no overlap is the sum, two-batch the critical 
 TEST_CASE("ladder plan: every layout runs; bad files name the file and field") {
   const auto run = [](const std::string& file) {
     CLI::App app{"ladder"};
-    ladder::cli::add_plan_command(app);
+    ladder::cli::add_stage_commands(app, "06-disagg");  // simulate and plan
     std::vector<const char*> argv{"ladder", "plan", file.c_str()};
     app.parse(static_cast<int>(argv.size()), argv.data());
   };

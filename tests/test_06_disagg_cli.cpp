@@ -1,5 +1,5 @@
 // tests/test_06_disagg_cli.cpp -- `ladder simulate` and `ladder reproduce 06-disagg` through their entry
-// points (tools/ladder/cmd_simulate.cpp, reproduce_06_disagg.cpp): a config runs and prints its goodput,
+// points (tools/ladder/06-disagg/simulate.cpp, 06-disagg/reproduce.cpp): a config runs and prints its goodput,
 // bad configs raise ladder::Error naming the key (main.cpp: one line, exit 2), and the reproduce
 // section prints every identity and the Fig. 1 comparison.
 #include <doctest/doctest.h>
@@ -19,7 +19,7 @@ const std::filesystem::path kConfigs = std::filesystem::path(LADDER_SOURCE_DIR) 
 
 void run_simulate(std::vector<std::string> args) {
   CLI::App app{"ladder"};
-  ladder::cli::add_simulate_command(app);
+  ladder::cli::add_stage_commands(app, "06-disagg");  // simulate and plan
   args.insert(args.begin(), "simulate");
   std::vector<const char*> argv{"ladder"};
   for (const auto& a : args) argv.push_back(a.c_str());
@@ -54,7 +54,7 @@ TEST_CASE("ladder simulate: the example configs run; bad configs name the key") 
 
 TEST_CASE("ladder reproduce 06-disagg: Fig. 1, M/D/1, identities and the roofline table, computed") {
   ladder::test::TempDir tmp;
-  const std::string md = ladder::cli::reproduce_06_disagg({tmp.path, true});
+  const std::string md = ladder::cli::stage_cli("06-disagg").reproduce({tmp.path, true});
   for (const char* s : {"| colocated |", "| 2P1D |", "M/D/1", "| 0.5 |", "Huawei A2 prefill", "DeepSeek day-6 nodes",
                         "JAX v5e-64", "| decode B 32, ctx 544 |", "Chunked prefill (Sarathi-Serve"})
     CHECK(md.find(s) != std::string::npos);

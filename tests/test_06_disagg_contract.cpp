@@ -1,4 +1,4 @@
-// tests/test_06_disagg_contract.cpp -- stage 06's case contract (ref/src/disagg_contract.cpp): a request
+// tests/test_06_disagg_contract.cpp -- stage 06's case contract (ref/src/06-disagg/contract.cpp): a request
 // list the user made runs through the generic oracle and check; the times are judged exactly (one ulp
 // off fails), bad inputs and params are one Error naming the tensor or key, and a case folder written
 // by the oracle round-trips through read_case.

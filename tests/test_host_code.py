@@ -46,11 +46,11 @@ def main():
             if violations(tmp):
                 print("selftest: the unplanted copy already has violations")
                 return 1
-            host = os.path.join(tmp, "cuda", "src", "04_moe_host.cpp")
+            host = os.path.join(tmp, "cuda", "src", "moe_host.cpp")
             with open(host, "a", encoding="utf-8") as fh:
                 fh.write("#if defined(__CUDACC__)\n#endif\n")
             got = violations(tmp)
-            if len(got) != 1 or "04_moe_host.cpp" not in got[0]:
+            if len(got) != 1 or "moe_host.cpp" not in got[0]:
                 print(f"selftest: the planted condition was not reported exactly once: {got}")
                 return 1
         print("selftest: a planted #if defined(__CUDACC__) in a host file is reported")

@@ -72,15 +72,6 @@ def eplb(weight, rung="hierarchical", num_replicas=0, num_groups=1, num_nodes=1,
                         int(num_packs))
 
 
-_CALLS = {
-    "01-softmax": lambda backend, rung, kw: softmax(rung=rung, backend=backend, **kw),
-    "02-attention": lambda backend, rung, kw: (
-        attention_backward(rung=rung, backend=backend, **kw) if rung.startswith("backward")
-        else attention(rung=rung, backend=backend, **kw)),
-    "05-eplb": lambda backend, rung, kw: eplb(rung=rung, **kw),
-}
-
-
 def _run_contract(stage, rung, backend, precision, kwargs):
     """A rung whose inputs are a whole case (weights, cache, tokens): by the stage's contract."""
     if precision not in ("float32", "float64"):
@@ -159,14 +150,18 @@ _CALLS = {
 
 
 def run(stage, rung, backend="ref", **inputs):
-    """Any registered rung by stage and id, inputs as keyword arguments (the stage function's names)."""
-    if stage not in _CALLS:
-        known = ", ".join(sorted(_CALLS))
-        raise ValueError(f"stage: '{stage}' has no Python rung call (stages callable from Python: {known})")
+    """Any registered rung by stage and id, inputs as keyword arguments. Stages 01-06 keep their typed
+    calls above (softmax, attention, mla, ...); any other stage runs through its case contract: inputs
+    and params named as in describe(stage), precision="float32" | "float64", outputs by name."""
     if backend == "cuda" and stage == "05-eplb":
         raise ValueError("backend: 05-eplb's CUDA rungs are the data plane (load counting, replica mapping), "
                          "not registered rungs; use backend='ref'")
-    return _CALLS[stage](backend, rung, inputs)
+    if stage in _CALLS:
+        return _CALLS[stage](backend, rung, inputs)
+    if stage not in stages():
+        raise ValueError(f"stage: '{stage}' is not a stage (stages: {', '.join(stages())})")
+    precision = inputs.pop("precision", "float32")
+    return _run_contract(stage, rung, backend, precision, inputs)
 
 
 def describe(stage):

@@ -1,7 +1,7 @@
 // python/src/rungs_disagg.cpp -- stage 06 (disaggregation): the step-model and goodput rungs.
 //
 // The simulator rungs (colocated, disaggregated) take a request list and run through the case
-// contract (ref/src/disagg_contract.cpp, run_rung). The other 06 rungs do not take a request list:
+// contract (ref/src/06-disagg/contract.cpp, run_rung). The other 06 rungs do not take a request list:
 //   step models (distserve, roofline, table): one batch, described by its request lengths, -> ms;
 //   goodput: a `ladder simulate` config (the same JSON, as text) -> the bisection's result per placement.
 // Their parameters are the config's own keys, checked by the same C++ code as the CLI's (ladder::Error

@@ -1,6 +1,8 @@
 # Stages 03 (MLA) and 04 (MoE) from Python: every registered rung, reference and CUDA (SIMT on the CPU),
 # run by ladder.mla / ladder.moe on a case's inputs and judged by ladder.check against the fp64 oracle;
 # the integer outputs exactly. A wrong candidate built from a rung's own output must fail.
+import json
+
 import numpy as np
 import pytest
 
@@ -137,5 +139,24 @@ def test_bad_calls_name_the_argument(moe_cases, mla_case):
     missing = {k: v for k, v in mla_case["inputs"].items() if k != "blocks"}
     with pytest.raises(ValueError, match="blocks"):
         ladder.mla("CD", **missing)
-    with pytest.raises(ValueError, match="plain arrays"):
+    # Every stage's rungs run through its contract: a missing input is named.
+    with pytest.raises(ValueError, match="tensor 'x' is missing"):
         ladder._ladder.run("01-softmax", "ref", "online", {}, "{}", "float32")
+
+
+
+@pytest.mark.parametrize("stage,case_name,rung,output", [
+    ("01-softmax", "len_97", "online", "y"),
+    ("01-softmax", "len_1025", "v3_online", "y"),
+    ("02-attention", "q97_k113_d32_causal", "tiled", "O"),
+    ("02-attention", "q97_k113_d32_causal", "backward_recompute", "dQ"),
+    ("05-eplb", "readme_hierarchical", "hierarchical", "phy2log"),
+])
+def test_contract_run_then_check(stage, case_name, rung, output):
+    """Stages whose typed calls predate the contract path run through it too (`ladder run`): the rung's
+    output passes the stage's own check of the golden case."""
+    case = ladder.golden(stage, case_name)
+    backend = "cuda" if rung.startswith("v3") else "ref"
+    out = ladder._ladder.run(stage, backend, rung, case["inputs"], json.dumps(case["params"]), "float32")
+    report = ladder.check(stage, case, out[output], output=output)
+    assert report["pass"], report["text"]

@@ -163,7 +163,7 @@ CaseFolder read_case(const Contract& c, const fs::path& dir) {
   };
   for (const TensorSpec& s : c.inputs)
     if (fs::exists(dir / (s.name + ".npy"))) cf.inputs[s.name] = load(s.name);
-  // Inputs shared by several cases (03-mla's weights) live in a sibling folder that case.json names as
+  // Inputs shared by several cases (a model's weights) live in a sibling folder that case.json names as
   // "model"; they are read from there, checked against THAT folder's digest.
   if (cf.manifest.contains("model")) {
     const auto model = field<std::string>(cf.manifest, "model", cj, "string", "");

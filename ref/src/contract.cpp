@@ -1,4 +1,4 @@
-// ref/src/contract.cpp -- the table of stage contracts and the generic oracle / check (core/contract.hpp).
+// ref/src/contract.cpp -- the stages' contracts and the generic oracle / check (core/contract.hpp).
 #include "ladder/core/contract.hpp"
 
 #include <fmt/format.h>
@@ -12,40 +12,21 @@
 #include "ladder/core/compare.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/registry.hpp"
+#include "ladder/core/stage.hpp"
 
 namespace ladder {
 
-Contract softmax_contract();    // ref/src/softmax_contract.cpp
-Contract attention_contract();  // ref/src/attention_contract.cpp
-Contract mla_contract();        // ref/src/mla_contract.cpp
-Contract moe_contract();        // ref/src/moe_contract.cpp
-Contract eplb_contract();       // ref/src/eplb_contract.cpp
-Contract disagg_contract();     // ref/src/disagg_contract.cpp
-
+// The contracts are the stages' (ladder/core/stage.hpp), in ladder order.
 const std::vector<Contract>& contracts() {
   static const std::vector<Contract> table = [] {
     std::vector<Contract> t;
-    for (auto* make : {&softmax_contract, &attention_contract, &mla_contract, &moe_contract, &eplb_contract,
-                       &disagg_contract})
-      t.push_back(make());
+    for (const Stage& s : stages()) t.push_back(s.contract());
     return t;
   }();
   return table;
 }
 
 namespace {
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 bool dtype_allowed(const std::string& spec, DType d) { return spec.find(dtype_name(d)) != std::string::npos; }
 
@@ -60,18 +41,11 @@ const char* rule_name(Rule r) {
   return "?";
 }
 
-const Contract& contract(const std::string& stage) {
-  std::vector<std::string> names;
-  const Contract* best = nullptr;
-  size_t best_d = 0;
-  for (const Contract& c : contracts()) {
-    if (c.stage == stage) return c;
-    names.push_back(c.stage);
-    const size_t d = edit_distance(stage, c.stage);
-    if (!best || d < best_d) best = &c, best_d = d;
-  }
-  throw Error(fmt::format("no stage '{}' ({}stages with a contract: {})", stage,
-                          best && best_d <= 3 ? "did you mean '" + best->stage + "'? " : "", fmt::join(names, ", ")));
+const Contract& contract(const std::string& id) {
+  const Stage& s = stage(id);  // Error "no stage 'x' (did you mean 'y'? ...)"
+  for (const Contract& c : contracts())
+    if (c.stage == s.id) return c;
+  throw Error(fmt::format("stage {}: its contract is declared for stage '{}'", s.id, s.contract().stage));
 }
 
 const OutputSpec& Contract::output(const std::string& name) const {
@@ -81,6 +55,24 @@ const OutputSpec& Contract::output(const std::string& name) const {
     names.push_back(o.name);
   }
   throw Error(fmt::format("{}: '{}' is not an output (outputs: {})", stage, name, fmt::join(names, ", ")));
+}
+
+Tolerance Contract::tolerance(const std::string& name, DType candidate) const {
+  const OutputSpec& spec = output(name);
+  require(spec.rule != Rule::exact, "{}: output {} is compared exactly, not by the tolerance rule", stage, name);
+  require(candidate == DType::F4 || candidate == DType::F8,
+          "{}: candidate dtype {} violates dtype in {{<f4, <f8}} for output {}", stage, dtype_name(candidate), name);
+  const bool f64 = candidate == DType::F8;
+  return Tolerance{f64 ? spec.k + 1 : spec.k, spec.floor_ulps, f64 ? 0x1p-52 : 0x1p-23};
+}
+
+Array<double> fp64_baseline(const Array<double>& oracle, Array<double> b) {
+  require(b.shape == oracle.shape, "fp64_baseline: baseline shape {} where the oracle's is {}", shape_str(b.shape),
+          shape_str(oracle.shape));
+  for (int64_t i = 0; i < b.size(); ++i)
+    if (std::isfinite(oracle.data[i]) && std::isfinite(b.data[i]))
+      b.data[i] = oracle.data[i] + (b.data[i] - oracle.data[i]) * 0x1p-29;
+  return b;
 }
 
 const NpyData& tensor(const Tensors& t, const std::string& name, const std::string& what) {
@@ -135,8 +127,7 @@ Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::jso
 
 Tensors run_rung(const Contract& c, const Rung& rung, const Tensors& inputs, const nlohmann::json& params,
                  DType precision) {
-  require(static_cast<bool>(c.run_rung), "{}: its rungs are not called through the case contract (Python: "
-          "ladder.softmax / attention / eplb)", c.stage);
+  require(static_cast<bool>(c.run_rung), "{}: the contract declares no run_rung", c.stage);
   require(rung.stage == c.stage, "{}: rung {} belongs to stage {}", c.stage, rung.key(), rung.stage);
   require(precision == DType::F4 || precision == DType::F8, "{}: precision {} violates precision in {{<f4, <f8}}",
           c.stage, dtype_name(precision));
@@ -169,7 +160,7 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
             output, fmt::join(known, ", "));
     return it->second(inputs, params, expected, output, candidate, companions);
   }
-  // An exact float output (06-disagg's simulated times: a deterministic computation, no rounding
+  // An exact float output (a simulator's times: a deterministic computation, no rounding
   // freedom) is judged value for value in the oracle's own dtype.
   const bool exact_float = spec.rule == Rule::exact && (exp.dtype == DType::F4 || exp.dtype == DType::F8);
   if (exact_float)
@@ -199,23 +190,16 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
     return r;
   }
   require(static_cast<bool>(c.baseline), "{}: the contract has no baseline for float output {}", c.stage, output);
-  // The baseline is always the float32 rung. A float32 candidate is judged against its error as it is.
-  // A float64 candidate has no baseline distinct from the oracle (the fp64 naive rung IS the oracle, so
-  // its "error" is 0 and a correct fp64 kernel that sums in another order would fail on the floor alone):
-  // its baseline error is the float32 baseline's, scaled to double precision (x eps64 / eps32 = 2^-29),
-  // and k becomes k + 1, because the oracle then carries an error of the candidate's own order:
-  // |cand - oracle| <= |cand - exact| + |oracle - exact| <= k b + b (the rule of tests 02 / 03).
+  // The baseline is always the float32 rung, as it is for a float32 candidate; a float64 candidate is
+  // judged against that error scaled to double precision, with k + 1 (fp64_baseline says why).
   const bool f64 = candidate.dtype == DType::F8;
   const Tensors base = c.baseline(inputs, params, DType::F4);
   const Array<double> o = npy_as_double(exp), cand = npy_as_double(candidate);
   Array<double> b = npy_as_double(tensor(base, output, c.stage + " baseline"));
   require(b.shape == o.shape, "{}: baseline of output {} has shape {} where the oracle's is {}", c.stage, output,
           shape_str(b.shape), shape_str(o.shape));
-  if (f64)
-    for (int64_t i = 0; i < b.size(); ++i)
-      if (std::isfinite(o.data[i]) && std::isfinite(b.data[i])) b.data[i] = o.data[i] + (b.data[i] - o.data[i]) * 0x1p-29;
-  const double eps = f64 ? 0x1p-52 : 0x1p-23;
-  const Tolerance tol{f64 ? spec.k + 1 : spec.k, 4, eps};
+  if (f64) b = fp64_baseline(o, std::move(b));
+  const Tolerance tol = c.tolerance(output, candidate.dtype);
   CompareReport cr;
   if (spec.rule == Rule::elementwise) {
     const Array<double>* mask = nullptr;

@@ -1,22 +1,20 @@
-// ref/src/golden.cpp -- the table of stages with golden cases (case.json I/O: ref/src/golden_io.cpp).
+// ref/src/golden.cpp -- the stages with golden cases (case.json I/O: ref/src/golden_io.cpp).
 #include "ladder/core/golden.hpp"
 
 #include "ladder/core/error.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/core/stage.hpp"
 
 namespace ladder {
 
+// Every stage's golden cases, as its Stage record declares them (ladder/core/stage.hpp).
 const std::vector<GoldenStage>& golden_stages() {
-  static const std::vector<GoldenStage> stages = {
-      {"01-softmax", &softmax::golden_case_names, &softmax::write_golden_case},
-      {"02-attention", &attention::golden_case_names, &attention::write_golden_case},
-      {"03-mla", &mla::golden_case_names, &mla::write_golden_case},
-      {"04-moe", &moe::golden_case_names, &moe::write_golden_case},
-      {"05-eplb", &eplb::golden_case_names,
-       [](const std::string& n, const std::filesystem::path& d, bool) { eplb::write_golden_case(n, d); }},
-      {"06-disagg", &disagg::golden_case_names, &disagg::write_golden_case},
-  };
-  return stages;
+  static const std::vector<GoldenStage> list = [] {
+    std::vector<GoldenStage> l;
+    for (const Stage& s : stages())
+      if (s.golden_cases) l.push_back({s.id, s.golden_cases, s.write_golden_case});
+    return l;
+  }();
+  return list;
 }
 
 const GoldenStage& golden_stage(const std::string& stage) {

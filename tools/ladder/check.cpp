@@ -38,11 +38,11 @@ void add_check_command(CLI::App& app, int& exit_code) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("check", "judge a candidate output by the stage's contract (exit 0 pass, 1 fail, 2 bad input)");
-  cmd->add_option("stage", o->stage, "stage, e.g. 01-softmax (see `ladder describe`)")->required();
+  cmd->add_option("stage", o->stage, "stage, e.g. NN-name (see `ladder describe`)")->required();
   cmd->add_option("case_dir", o->case_dir, "case folder (from `ladder golden` or `ladder oracle`)")->required();
   cmd->add_option("candidate", o->candidate, "candidate output (.npy)")->required();
   cmd->add_option("--output", o->output, "which output the candidate is (default: the contract's first)");
-  cmd->add_option("--rule", o->rule, "another rule the contract offers (05-eplb: valid)");
+  cmd->add_option("--rule", o->rule, "another rule the contract offers (see `ladder describe STAGE`)");
   cmd->callback([o, &exit_code] {
     const Contract& c = contract(o->stage);
     if (!o->output.empty()) c.output(o->output);  // names the known outputs if not one
@@ -68,7 +68,7 @@ void add_oracle_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("oracle", "fp64 expected outputs of YOUR inputs, as a case folder `ladder check` reads");
-  cmd->add_option("stage", o->stage, "stage, e.g. 02-attention (see `ladder describe STAGE` for the files)")->required();
+  cmd->add_option("stage", o->stage, "stage (see `ladder describe STAGE` for the files)")->required();
   cmd->add_option("--inputs", o->inputs, "folder with one NAME.npy per contract input")->required();
   cmd->add_option("--out", o->out, "folder to write the expected outputs and case.json into")->required();
   cmd->add_option("--params", o->params, "JSON object of the contract's params (default: INPUTS/params.json if any)");

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace ladder::cli {
 
@@ -16,19 +17,21 @@ struct ReproduceContext {
   bool quick = false;             // smaller sizes (used by the tests)
 };
 
-// One section of `ladder reproduce`: prints to stdout, returns Markdown.
-std::string reproduce_01_softmax(const ReproduceContext& ctx);
-std::string reproduce_02_attention(const ReproduceContext& ctx);
-std::string reproduce_03_mla(const ReproduceContext& ctx);
-std::string reproduce_04_moe(const ReproduceContext& ctx);
-std::string reproduce_05_eplb(const ReproduceContext& ctx);
-std::string reproduce_06_disagg(const ReproduceContext& ctx);
-
-// `ladder eplb ...` (stage 05): adds the subcommand; its callback throws ladder::Error on bad input.
-void add_eplb_command(CLI::App& app);
-// `ladder simulate --config FILE` (stage 06): the event simulator and the goodput search.
-void add_simulate_command(CLI::App& app);
-// `ladder plan FILE` (stage 06, part 2): per-card memory, traffic and step time of a deployment layout.
-void add_plan_command(CLI::App& app);
+// Each stage's part of the CLI lives in tools/ladder/<id>/ and is found from the folders (the list
+// tools/ladder/CMakeLists.txt generates, cmake/stages.cmake): reproduce.cpp defines the stage's section of
+// `ladder reproduce`, std::string reproduce_NN_name(const ReproduceContext&) -- it prints to stdout and
+// returns the same table as Markdown -- and commands.cpp, where the stage has subcommands of its own,
+// void commands_NN_name(CLI::App&), whose callbacks throw ladder::Error on bad input.
+struct StageCli {
+  std::string stage;                                         // "NN-name"
+  std::string (*reproduce)(const ReproduceContext&) = nullptr;
+  void (*commands)(CLI::App&) = nullptr;                     // nullptr: no subcommands of its own
+};
+// Every stage's CLI part, in ladder order (generated).
+const std::vector<StageCli>& stage_clis();
+// One stage's part (Error naming the stages if `stage` is none of them).
+const StageCli& stage_cli(const std::string& stage);
+// Adds the subcommands of one stage; Error if it has none.
+void add_stage_commands(CLI::App& app, const std::string& stage);
 
 }  // namespace ladder::cli

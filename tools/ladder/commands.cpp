@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 void add_list_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("list", "print the registry: every rung of every stage");
   auto stage = std::make_shared<std::string>();
-  cmd->add_option("stage", *stage, "only this stage (e.g. 01-softmax)");
+  cmd->add_option("stage", *stage, "only this stage (an id of `ladder list`)");
   cmd->callback([stage] {
     const Registry& reg = registry();
     if (!stage->empty()) require(!reg.stage(*stage).empty(), "list: no stage '{}'", *stage);
@@ -45,7 +45,7 @@ void add_golden_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("golden", "write golden cases (inputs + expected outputs as .npy, case.json)");
-  cmd->add_option("stage", o->stage, "stage, e.g. 01-softmax");
+  cmd->add_option("stage", o->stage, "stage (an id of `ladder list`)");
   cmd->add_option("--case", o->case_name, "case name (see `ladder golden STAGE`)");
   cmd->add_option("--out", o->out, "folder to write the case into");
   cmd->add_flag("--regenerate", o->regenerate, "rewrite every committed case under --root");
@@ -80,6 +80,21 @@ void add_golden_command(CLI::App& app) {
   });
 }
 
+const StageCli& stage_cli(const std::string& stage) {
+  std::string known;
+  for (const StageCli& s : stage_clis()) {
+    if (s.stage == stage) return s;
+    known += (known.empty() ? "" : ", ") + s.stage;
+  }
+  throw Error(fmt::format("no stage '{}' in the CLI (stages: {})", stage, known));
+}
+
+void add_stage_commands(CLI::App& app, const std::string& stage) {
+  const StageCli& s = stage_cli(stage);
+  require(s.commands != nullptr, "stage {} has no subcommands of its own", stage);
+  s.commands(app);
+}
+
 void add_reproduce_command(CLI::App& app) {
   struct Opts {
     std::string stage, out = "reproduce";
@@ -91,26 +106,18 @@ void add_reproduce_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "output folder for the report and plots")->capture_default_str();
   cmd->add_flag("--quick", o->quick, "smaller measured sizes (seconds instead of minutes)");
   cmd->callback([o] {
-    const std::vector<std::pair<std::string, std::string (*)(const ReproduceContext&)>> sections = {
-        {"01-softmax", &reproduce_01_softmax},
-        {"02-attention", &reproduce_02_attention},
-        {"03-mla", &reproduce_03_mla},
-        {"04-moe", &reproduce_04_moe},
-        {"05-eplb", &reproduce_05_eplb},
-        {"06-disagg", &reproduce_06_disagg},
-    };
     std::string known;
-    for (const auto& [n, f] : sections) known += (known.empty() ? "" : ", ") + n;
+    for (const StageCli& s : stage_clis()) known += (known.empty() ? "" : ", ") + s.stage;
     bool found = o->stage.empty();
-    for (const auto& [n, f] : sections) found = found || n == o->stage;
+    for (const StageCli& s : stage_clis()) found = found || s.stage == o->stage;
     require(found, "reproduce: no stage '{}' (stages: {})", o->stage, known);
     fs::create_directories(o->out);
     ReproduceContext ctx{o->out, o->quick};
     std::string md = "# ladder reproduce\n\n";
-    for (const auto& [name, fn] : sections) {
-      if (!o->stage.empty() && name != o->stage) continue;
-      fmt::print("== {} ==\n", name);
-      md += fn(ctx) + "\n";
+    for (const StageCli& s : stage_clis()) {
+      if (!o->stage.empty() && s.stage != o->stage) continue;
+      fmt::print("== {} ==\n", s.stage);
+      md += s.reproduce(ctx) + "\n";
       fmt::print("\n");
     }
     const fs::path report = fs::path(o->out) / (o->stage.empty() ? "REPORT.md" : o->stage + ".md");

@@ -1,4 +1,4 @@
-// tools/ladder/commands.hpp -- the generic subcommands (list, golden, check, reproduce).
+// tools/ladder/commands.hpp -- the generic subcommands (list, golden, check, oracle, describe, run, reproduce).
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -10,5 +10,6 @@ void add_check_command(CLI::App& app, int& exit_code);  // exit_code: 0 pass, 1 
 void add_reproduce_command(CLI::App& app);
 void add_oracle_command(CLI::App& app);    // check.cpp
 void add_describe_command(CLI::App& app);  // check.cpp
+void add_run_command(CLI::App& app);       // run.cpp
 
 }  // namespace ladder::cli

@@ -6,6 +6,7 @@
 //   ladder check STAGE CASE_DIR CANDIDATE.npy        the contract's rule; exit 0 pass, 1 fail, 2 bad input
 //   ladder oracle STAGE --inputs DIR --out DIR       fp64 expected outputs of your own inputs
 //   ladder describe [STAGE]                          the case contract of a stage
+//   ladder run STAGE RUNG --case DIR --out DIR       one rung on a case's inputs; its outputs as .npy
 //   ladder reproduce [STAGE] [--out DIR]             papers' numbers beside ours; Markdown report
 //   ladder eplb --weights FILE ...                   stage 05 placement
 //   ladder simulate --config FILE.json               stage 06 event simulator and goodput
@@ -30,10 +31,10 @@ int main(int argc, char** argv) {
   ladder::cli::add_check_command(app, rc);
   ladder::cli::add_oracle_command(app);
   ladder::cli::add_describe_command(app);
+  ladder::cli::add_run_command(app);
   ladder::cli::add_reproduce_command(app);
-  ladder::cli::add_eplb_command(app);
-  ladder::cli::add_simulate_command(app);
-  ladder::cli::add_plan_command(app);
+  for (const ladder::cli::StageCli& s : ladder::cli::stage_clis())  // each stage's own subcommands
+    if (s.commands) s.commands(app);
   // An unknown first word is named (CLI11 would only say that a subcommand is required).
   if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* s) { return s->get_name() == argv[1]; }).empty()) {
     std::string names;

@@ -18,7 +18,7 @@
 //   eplb/synthetic.hpp  seeded Zipf-skewed loads
 //   eplb/dispatch.hpp   the data plane EPLB serves: expert load counting, token -> replica mapping
 //
-// Registry (ref/src/eplb_registry.cpp, stage "05-eplb", backend "ref"): every rung stores an
+// Registry (ref/src/05-eplb/registry.cpp, stage "05-eplb", backend "ref"): every rung stores an
 // eplb::RungFn, defined below, so tests, goldens and the CLI call all rungs the same way.
 #pragma once
 #include <functional>
@@ -64,6 +64,6 @@ using RungFn = std::function<Outputs(const Mat<double>& weight, const Config& cf
 }  // namespace ladder::eplb
 
 namespace ladder {
-// Registers the four rungs (ref/src/eplb_registry.cpp); called by register_ref_rungs.
+// Registers the four rungs (ref/src/05-eplb/registry.cpp); its Stage record (stage.cpp) names it.
 void register_eplb(Registry& r);
 }  // namespace ladder

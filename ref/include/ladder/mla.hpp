@@ -23,7 +23,7 @@
 //   mla/flash.hpp         flash_mla: A_CC_ME + tiled online softmax over pages + split-KV combine
 //   mla/cost.hpp          FLOPs, cache bytes, traffic and scratch as formulas of the shape
 //   mla/synthetic.hpp     seeded decode inputs (prefilled or random cache rows, shuffled block tables)
-//   mla/golden.hpp        the golden cases (data/golden/03-mla; ref/src/mla_golden.cpp)
+//   mla/golden.hpp        the golden cases (data/golden/03-mla; ref/src/03-mla/golden.cpp)
 //
 // A rung is two functions: prepare (the cache in the rung's layout, AM's absorbed matrices; once per
 // sequence state, outside the timed step) and decode (the step). T = double is the oracle (CD), T =

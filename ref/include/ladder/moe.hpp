@@ -22,8 +22,8 @@
 //   moe/cost.hpp        FLOPs and bytes per rung
 //   moe/synthetic.hpp   seeded dyadic weights, tokens and bias patterns
 //
-// Registry (ref/src/moe_registry.cpp, stage "04-moe"): the gate stores moe::GateFns, every layer rung
-// moe::LayerFns; the CUDA rungs (cuda/src/04_moe_registry.cpp) store the same types with f32 only.
+// Registry (ref/src/04-moe/registry.cpp, stage "04-moe"): the gate stores moe::GateFns, every layer rung
+// moe::LayerFns; the CUDA rungs (cuda/src/04-moe/registry.cpp) store the same types with f32 only.
 // Rung::cost takes the shape {T, D, F, E, k, Fs}.
 #pragma once
 #include <functional>
@@ -62,6 +62,6 @@ struct LayerFns {
 }  // namespace ladder::moe
 
 namespace ladder {
-// Registers the stage-04 reference rungs (ref/src/moe_registry.cpp); called by register_ref_rungs.
+// Registers the stage-04 reference rungs (ref/src/04-moe/registry.cpp); its Stage record (stage.cpp) names it.
 void register_moe(Registry& r);
 }  // namespace ladder

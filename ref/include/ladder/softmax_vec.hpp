@@ -19,7 +19,7 @@
 //              over the elements j = l (mod lanes); at the end of the row the lane states are merged
 //              by the notes' merge rule (section 3.5, "parallel online normalizer"):
 //                m = max(m_a, m_b),  d = d_a e^{m_a-m} + d_b e^{m_b-m}
-//              -- the same per-thread partials the CUDA v3 kernel (cuda/src/01_softmax.cu) reduces
+//              -- the same per-thread partials the CUDA v3 kernel (cuda/src/01-softmax/softmax.cu) reduces
 //              across a block. Each lane takes its elements a block of kBlock at a time: the block's
 //              maximum first, one rescale of d, then e^{x_j - m} per element, so the pass does the work
 //              of safe's max and sum passes together (one exp per element and an eighth of a rescale
@@ -27,7 +27,7 @@
 //              selects and a multiply more per element and measured 0.84x safe_vec with AVX-512.
 //
 // float64 takes std::exp lane by lane (Eigen's double packet exp is not within the float64 floor), and
-// the registry's online_vec float64 is the one-lane online_rows (see ref/src/softmax_registry.cpp).
+// the registry's online_vec float64 is the one-lane online_rows (see ref/src/01-softmax/registry.cpp).
 // Same results contract as softmax.hpp (all -inf row -> zeros, -inf -> exactly 0, NaN propagates);
 // same Cost as safe / online (the memory accesses are the algorithm's, not the lane count's). Each row
 // is computed by the same code whatever the thread count; the float64 instantiations are judged by the

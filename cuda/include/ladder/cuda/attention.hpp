@@ -1,4 +1,4 @@
-// ladder/cuda/attention.hpp -- host API of the stage-02 CUDA rungs (cuda/src/02_attention*.cu).
+// ladder/cuda/attention.hpp -- host API of the stage-02 CUDA rungs (cuda/src/02-attention/*.cu).
 //
 // Every function takes DEVICE pointers (ladder::cuda::DeviceBuffer<float>::data()) in the layouts of
 // ladder/attention/problem.hpp (Q, O, dO, dQ [B,H,Nq,d]; K, V, dK, dV [B,H,Nk,d]; L, m, D [B,H,Nq]),

@@ -25,11 +25,11 @@ inline constexpr int kWideThreads = 256;  // 16 x 16 threads, a 4 x 4 block of S
 inline constexpr int kWideK = 16;         // head-dim columns of Q_i, K_j (keys of V_j) per pipeline stage
 
 // Row stride (floats) of the tiled/backward kernels' shared Q, K, V, dO tiles: d rounded up to an odd
-// number, so a warp reading 16 rows at one column hits 16 different banks (cuda/src/02_attention_tiled.cu).
+// number, so a warp reading 16 rows at one column hits 16 different banks (cuda/src/02-attention/attention_tiled.cu).
 inline constexpr int tile_row_stride(int d) { return d | 1; }
 
 // The launches behind ladder/cuda/attention.hpp; scratch is allocated by the caller
-// (cuda/src/02_attention_host.cpp). Pointers are device pointers in the layouts of problem.hpp.
+// (cuda/src/02-attention/attention_host.cpp). Pointers are device pointers in the layouts of problem.hpp.
 namespace detail {
 void launch_naive_scores(const Dims& p, const float* Q, const float* K, float* S);
 void launch_naive_softmax(const Dims& p, const float* S, float* P, float* L, float* m);

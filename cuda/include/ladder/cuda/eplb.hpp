@@ -1,4 +1,4 @@
-// ladder/cuda/eplb.hpp -- host API of the stage-05 CUDA kernels (cuda/src/05_eplb.cu): the data plane
+// ladder/cuda/eplb.hpp -- host API of the stage-05 CUDA kernels (cuda/src/05-eplb/eplb.cu): the data plane
 // around EPLB. EPLB itself (ladder/eplb.hpp) is a small control-plane computation that runs on the
 // host between batches; on the GPU are (a) counting how many routed (token, expert) pairs each
 // logical expert received -- the statistics EPLB consumes -- and (b) sending each routed pair to one
@@ -31,7 +31,7 @@ void count_expert_load_v2_shared(const int64_t* topk, int64_t num_tokens, int64_
 void map_to_physical(const int64_t* topk, int64_t num_tokens, int64_t k, const int64_t* log2phy, int64_t max_cnt,
                      const int64_t* logcnt, int64_t num_log, int64_t* phys);
 
-// The launches behind the functions above, unchecked (cuda/src/05_eplb.cu); call the checked ones.
+// The launches behind the functions above, unchecked (cuda/src/05-eplb/eplb.cu); call the checked ones.
 namespace detail {
 void launch_count_v1_global(const int64_t* topk, int64_t n, int64_t num_log, int32_t* counts);
 void launch_count_v2_shared(const int64_t* topk, int64_t n, int64_t num_log, int32_t* counts);

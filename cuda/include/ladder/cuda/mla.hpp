@@ -1,10 +1,10 @@
-// ladder/cuda/mla.hpp -- host API of the stage-03 CUDA rungs (cuda/src/03_mla*.cu).
+// ladder/cuda/mla.hpp -- host API of the stage-03 CUDA rungs (cuda/src/03-mla/*.cu).
 //
 // Every pointer is a DEVICE pointer (ladder::cuda::DeviceBuffer<T>::data()); layouts are those of the
 // references (ladder/mla.hpp): weights nn.Linear [out, in], caches as mla::Prepared holds them, all
 // float32, row-major. Each function launches its kernels and returns; call ladder::cuda::sync() before
 // reading results on a GPU (under SIMT the kernels have finished when the function returns). Bad sizes
-// throw ladder::Error naming the parameter (cuda/src/03_mla_host.cpp).
+// throw ladder::Error naming the parameter (cuda/src/03-mla/mla_host.cpp).
 //
 // Every projection and every score / weighted-sum product of every rung runs through ONE kernel, the
 // batched GEMM below (a real build may back the same call with cuBLAS). flash_mla adds its fused

@@ -33,7 +33,7 @@ struct Gemm {
   // gemm_batched's K-loop schedule (gemm_small ignores it): -1 the default, which is 1; 1 pipelined (the next
   // step's tiles loaded into registers during this step's FMAs, two shared buffers, one barrier per step);
   // 0 the schedule before issue 13 (copy, barrier, FMAs, barrier), kept so bench_gpu can time both in one
-  // run. Same bits either way (cuda/src/03_mla_gemm.cu).
+  // run. Same bits either way (cuda/src/03-mla/mla_gemm.cu).
   int pipeline = -1;
 };
 
@@ -43,7 +43,7 @@ inline constexpr int kGemmRegs = 8;           // outputs per thread along each s
 inline constexpr int kGemmThreads = (kGemmTile / kGemmRegs) * (kGemmTile / kGemmRegs);  // 256
 static_assert(kGemmTile * kGemmK % kGemmThreads == 0, "gemm_batched: each thread copies whole elements of a tile");
 inline constexpr int kGemmSmallTile = 16;     // gemm_small: 16 x 16 outputs per block, one per thread
-// The kernel choice (cuda/src/03_mla_gemm.cu), from the shapes only -- never from a device query, so a
+// The kernel choice (cuda/src/03-mla/mla_gemm.cu), from the shapes only -- never from a device query, so a
 // product's bits do not depend on the device it ran on:
 //   1. gemm_batched's 128 x 128 tiles when they give every SM of an H100/H200 (132) at least one block;
 //   2. else gemm_batched split-K: K cut into S contiguous slices, S = ceil(132 / tiles) so tiles * S
@@ -93,7 +93,7 @@ inline int64_t gemm_workspace(const Gemm& g) {
   const int64_t S = gemm_tile(g) == kGemmTile ? gemm_split(g) : 1;
   return S > 1 ? S * g.batch * g.M * g.N : 0;
 }
-// flash_split (cuda/src/03_mla_flash.cu, whose header comment derives these): a block of kFlashThreads
+// flash_split (cuda/src/03-mla/mla_flash.cu, whose header comment derives these): a block of kFlashThreads
 // threads per (head group of kFlashHeads heads, split, sequence); tiles of one 64-token page; the score
 // tile S [G, T] = Q_g tile^T takes D in chunks of kFlashK dims through shared memory, each thread a
 // 4 x 4 sub-tile of S over half of every chunk; o [G, kv_lora] stays in registers, 8 heads x 8 columns
@@ -127,7 +127,7 @@ inline constexpr int64_t flash_split_smem_bytes(int64_t R) {
   return 4 * (flash_union_floats(R) + int64_t{kFlashTileTokens} * kFlashQStride + 2 * kFlashHeads);
 }
 
-// The launches behind ladder/cuda/mla.hpp; scratch is allocated by the caller (cuda/src/03_mla_host.cpp).
+// The launches behind ladder/cuda/mla.hpp; scratch is allocated by the caller (cuda/src/03-mla/mla_host.cpp).
 namespace detail {
 void launch_gemm(const Gemm& g, float* workspace);  // workspace: gemm_workspace(g) floats (none: nullptr)
 void launch_rms_norm(float* x, const float* gain, int64_t rows, int64_t n, int64_t ld, float eps);

@@ -1,7 +1,7 @@
-// ladder/cuda/moe.hpp -- host API of the stage-04 CUDA kernels (cuda/src/04_moe*.cu).
+// ladder/cuda/moe.hpp -- host API of the stage-04 CUDA kernels (cuda/src/04-moe/*.cu).
 //
 // Device pointers in (ladder::cuda::DeviceBuffer<T>::data()), shapes as in ladder/moe/config.hpp.
-// Bad sizes throw ladder::Error naming the parameter (04_moe_host.cpp); the kernels cannot throw.
+// Bad sizes throw ladder::Error naming the parameter (moe_host.cpp); the kernels cannot throw.
 //   gate        topk_idx [T, k], topk_weight [T, k] from x [T, D], W_gate [E, D], bias [E]
 //   permute     stable counting sort of keys [n] in [0, G] (G = sentinel, sorted last):
 //               sort_idx [n], inverse [n], group_sizes [G]  (histogram by atomics, scan, scatter)

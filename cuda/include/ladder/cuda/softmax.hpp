@@ -1,4 +1,4 @@
-// ladder/cuda/softmax.hpp -- host API of the stage-01 CUDA rungs (cuda/src/01_softmax.cu).
+// ladder/cuda/softmax.hpp -- host API of the stage-01 CUDA rungs (cuda/src/01-softmax/softmax.cu).
 //
 // Every function takes DEVICE pointers (ladder::cuda::DeviceBuffer<float>::data()) to x and y, both
 // [rows, cols] row-major float32, launches its kernel(s) and returns; call ladder::cuda::sync() before
@@ -20,8 +20,8 @@ void v3_online(const float* x, float* y, int64_t rows, int64_t cols);
 // v4: one warp per row (short rows): the (m, d) merge through shuffles only, no shared memory.
 void v4_online_warp(const float* x, float* y, int64_t rows, int64_t cols);
 
-// The launches behind the functions above, unchecked (cuda/src/01_softmax.cu; the .cu includes no
-// fmt, which nvcc 13 cannot compile); call the checked functions (cuda/src/01_softmax_host.cpp).
+// The launches behind the functions above, unchecked (cuda/src/01-softmax/softmax.cu; the .cu includes no
+// fmt, which nvcc 13 cannot compile); call the checked functions (cuda/src/01-softmax/softmax_host.cpp).
 namespace detail {
 void launch_v1_naive(const float* x, float* y, int rows, int cols);
 void launch_v2_safe(const float* x, float* y, int rows, int cols);

@@ -1,5 +1,5 @@
 // ladder/attention/golden.hpp -- stage 02 golden cases (data/golden/02-attention/<case>/), defined in
-// ref/src/attention_golden.cpp.
+// ref/src/02-attention/golden.cpp.
 //
 // Inputs Q, K, V, dO are float32 draws from ladder::Rng(seed) (Q scaled by q_std: 3 makes the attention
 // peaky); the expected outputs are the fp64 oracle (naive_forward<double>, naive_backward<double>) of

@@ -3,10 +3,10 @@
 //
 // Each is the same Eigen product expression the rungs wrote inline (same kernels, same blocking, same
 // bits), behind a function on row-major tile views whose float and double instantiations the library
-// compiles once (ref/src/attention_tile_ops.cpp). In a lab build (LADDER_LAB_BUILD, every unit of
+// compiles once (ref/src/02-attention/tile_ops.cpp). In a lab build (LADDER_LAB_BUILD, every unit of
 // scripts/lab's build) `extern template` below keeps every other unit from instantiating them: Eigen's
 // GEMM is most of the compile time of a unit that uses it, so lab 02's student units
-// (ref/src/lab/02_attention_*.cpp) compile only the student's row loops and a save is rebuilt in a few
+// (ref/src/02-attention/lab/*.cpp) compile only the student's row loops and a save is rebuilt in a few
 // seconds. Plain Eigen expressions in their place give the same results, only compile slower. Outside a
 // lab build they are ordinary templates, instantiated where used: a header-only user (ladder::ref, a
 // notebook, another T) needs no library.

@@ -22,6 +22,8 @@
 // input) is -inf (which makes a fully masked row all zeros, the contract's value); and each row's sum
 // within k * (the baseline's worst row-sum error) + the same floor, of the oracle's row sum.
 #pragma once
+// The tail of compare.hpp (which includes this file last); included on its own, it brings compare.hpp.
+#include "ladder/core/compare.hpp"
 #include <fmt/format.h>
 
 #include <cmath>

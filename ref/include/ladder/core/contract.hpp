@@ -9,17 +9,17 @@
 //       Rule::elementwise  scale varies element to element (probabilities): each element at its own
 //                          scale, plus the structural facts of a probability row (OutputSpec::probability);
 //       Rule::exact        integer outputs (maps, routing), and float outputs of a deterministic
-//                          computation (06-disagg's simulated times): equality in the oracle's dtype;
+//                          computation (a simulator's times): equality in the oracle's dtype;
 //   * the fp64 oracle (inputs, params) -> outputs, and the float32 baseline rung (inputs, params, F4)
 //     -> float outputs, which sets the tolerance (k x its error); a float64 candidate is judged with
 //     that error scaled by eps64 / eps32 and k + 1 (check() in ref/src/contract.cpp says why);
-//   * optional extra rules a user may ask for by name (05-eplb: "valid").
+//   * optional extra rules a user may ask for by name (a placement's "valid").
 //
 // How a stage declares its contract (the whole of it for a one-input, one-output stage):
 //
-//   Contract softmax_contract() {            // ref/src/softmax_contract.cpp
+//   Contract name_contract() {               // ref/src/NN-name/contract.cpp
 //     Contract c;
-//     c.stage = "01-softmax";
+//     c.stage = "NN-name";
 //     c.inputs = {{"x", "<f4", "[rows, cols]", "logits; -inf = masked"}};
 //     c.outputs = {{"y", "<f8", "[rows, cols]", "softmax of each row", Rule::elementwise, 2, "why ...", true, "x"}};
 //     c.oracle = [](const Tensors& in, const nlohmann::json&) { ... return Tensors{{"y", to_npy(y)}}; };
@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "ladder/core/compare.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/core/tensor.hpp"
 
@@ -70,6 +71,7 @@ struct OutputSpec {
   std::string why;      // why this rule fits this output
   bool probability = false;  // structural facts: >= 0, rows sum to the oracle's row sum
   std::string masked_by;     // input whose -inf positions must give exactly 0 (empty: none)
+  double floor_ulps = 4;     // the rule's floor, in ULPs of the candidate's dtype at the output's scale
 };
 
 struct ParamSpec {
@@ -94,9 +96,8 @@ struct Contract {
   std::function<Tensors(const Tensors& inputs, const nlohmann::json& params)> oracle;
   std::function<Tensors(const Tensors& inputs, const nlohmann::json& params, DType precision)> baseline;
   // Runs one registered rung of the stage on the case's inputs at `precision` (F4: the rung's float32
-  // function, F8: its float64 one), returning outputs named as above (those the rung computes). Set by
-  // the stages whose rungs take a case's inputs whole (03-mla, 04-moe: weights, cache, tokens), for
-  // Python's ladder.run; the other stages' rungs take plain arrays and have their own calls. Empty: none.
+  // function, F8: its float64 one), returning outputs named as above (those the rung computes). Every
+  // stage sets it (tests/test_stages.cpp): `ladder run` and Python's ladder.run call every rung this way.
   std::function<Tensors(const Rung& rung, const Tensors& inputs, const nlohmann::json& params, DType precision)>
       run_rung;
   // Extra rules by name, for outputs where equality with the oracle is not the only right answer.
@@ -107,7 +108,18 @@ struct Contract {
   std::string extra_rules_doc;
 
   const OutputSpec& output(const std::string& name) const;  // throws Error naming the known outputs
+  // The tolerance rule's parameters for output `name` and a candidate of dtype `candidate` (<f4 or
+  // <f8), from the output's spec: the one source that check(), the tests, the lab judge and the CLI
+  // use. A float64 candidate gets k + 1 and eps = 2^-52 (see fp64_baseline).
+  Tolerance tolerance(const std::string& name, DType candidate) const;
 };
+
+// The baseline error a float64 candidate is judged with. The fp64 naive rung IS the oracle, so its own
+// "error" is 0 and a correct fp64 kernel that sums in another order would fail on the floor alone:
+// the float32 baseline's error is scaled to double precision (x eps64 / eps32 = 2^-29) -- element by
+// element, where both are finite -- and k becomes k + 1, because the oracle then carries an error of
+// the candidate's own order: |cand - oracle| <= |cand - exact| + |oracle - exact| <= k b + b.
+Array<double> fp64_baseline(const Array<double>& oracle, Array<double> baseline32);
 
 // Every stage's contract, in ladder order (the table in ref/src/contract.cpp).
 const std::vector<Contract>& contracts();
@@ -122,7 +134,7 @@ Tensors run_rung(const Contract& c, const Rung& rung, const Tensors& inputs, con
                  DType precision);
 // Judges `candidate` as output `output` (empty: the first output) by the contract's rule, or by the
 // named extra rule. Bad candidates (wrong dtype or shape) throw Error; a wrong answer is pass = false.
-// `companions`: the candidate's other outputs, where an extra rule judges them together (05-eplb valid).
+// `companions`: the candidate's other outputs, where an extra rule judges them together (a placement's rule "valid").
 CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
                   std::string output, const NpyData& candidate, const std::string& rule = "",
                   const Tensors& companions = {});

@@ -2,10 +2,11 @@
 //
 // The rule (compare.hpp) measures its baseline on the CPU, where glibc's expf is correctly rounded
 // in practice. CUDA's expf is not: the CUDA C Programming Guide ("Mathematical Functions", single
-// precision table) bounds it at 2 ulp over the full range. On an H100, 01-softmax/cuda/v1_naive on
-// len_1025 differed from the correctly rounded exp on 1268 of 4100 inputs and failed the rule by 6%;
-// replaying its arithmetic with correctly rounded exp passed. So for a CUDA candidate the floor adds
-// the effect of that documented bound -- derived here from the bound, never tuned to a measurement.
+// precision table) bounds it at 2 ulp over the full range. On an H100, the naive CUDA softmax kernel on
+// a golden case of 4 x 1025 differed from the correctly rounded exp on 1268 of 4100 inputs and failed
+// the rule by 6%; replaying its arithmetic with correctly rounded exp passed. So for a CUDA candidate
+// the floor adds the effect of that documented bound -- derived here from the bound, never tuned to a
+// measurement.
 //
 // Derivation. One device call: |expf_dev(x) - e^x| <= n ulp(e^x) <= n eps e^x, since a float's ulp
 // is at most eps = 2^-23 times its magnitude (normal range; outputs below 2^-126 carry at most

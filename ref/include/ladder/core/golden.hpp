@@ -17,7 +17,7 @@ inline constexpr const char* kVersion = "0.1.0";
 inline constexpr int kGoldenFormatVersion = 1;
 
 struct GoldenStage {
-  std::string stage;  // "01-softmax"
+  std::string stage;  // "NN-name"
   std::function<std::vector<std::string>()> case_names;
   // Writes case `name` into `dir` (created). full = also write arrays that the committed copy samples
   // (cases too large for the repository store a sample; `ladder golden --case` writes them whole).

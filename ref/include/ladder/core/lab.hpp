@@ -6,7 +6,7 @@
 //
 // In a lab build (cmake/lab.cmake defines LADDER_LAB_BUILD for everything compiled against the library)
 // the library, the registries and the tests are compiled ONCE from the reference headers, and one thin
-// translation unit per stage (ref/src/lab/<stage>.cpp) is compiled against the student's headers and
+// translation unit per stage (ref/src/<NN-stage>/lab/*.cpp) is compiled against the student's headers and
 // instantiates exactly the student's functions. For the student's copy to be the one that runs, no
 // reference-compiled caller may inline the reference body, clone it for constant arguments or draw
 // conclusions from it (pure, no side effects, ...). GCC's noipa does exactly that: the caller is

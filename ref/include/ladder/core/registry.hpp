@@ -3,7 +3,7 @@
 // Every rung of every stage is registered once: {stage, id, name, doc, backend, function, cost}.
 // Tests iterate it (and assert every registered rung was exercised), the CLI lists and runs from it,
 // benchmarks and notebooks enumerate it. The function is stored type-erased (std::any); each stage
-// documents the function type it stores (e.g. ladder::softmax::RowsFn) and reads it back with fn<F>().
+// documents the function type it stores (in its header) and reads it back with fn<F>().
 #pragma once
 #include <any>
 #include <functional>
@@ -18,7 +18,7 @@
 namespace ladder {
 
 struct Rung {
-  std::string stage;    // "01-softmax"
+  std::string stage;    // "NN-name"
   std::string id;       // "online" (unique within stage + backend)
   std::string name;     // "online softmax (notes Alg. 3)"
   std::string doc;      // one line
@@ -67,9 +67,8 @@ class Registry {
   std::vector<Rung> rungs_;
 };
 
-// Registers every CPU reference rung (ref/src/registry.cpp calls each stage's register function).
-void register_ref_rungs(Registry& r);
-// The full registry: reference rungs plus the CUDA rungs (defined in the ladder_cuda library).
+// The full registry (ref/src/stage.cpp): every stage's reference rungs, then, in a program linked with
+// the ladder_cuda library, every CUDA rung.
 const Registry& registry();
 
 // Coverage: tests call mark_exercised(rung) and finally assert that every rung of a stage was run.

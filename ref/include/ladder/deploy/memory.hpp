@@ -142,7 +142,7 @@ inline std::vector<CardMemory> card_memory(const Layout& L) {
 struct ReportFigure {
   std::string id, what;
   double bytes = 0;      // ours
-  double printed = 0;    // the report's number (data/papers/06-deploy.json)
+  double printed = 0;    // the report's number (data/papers/06-disagg-deploy.json)
   std::string assumption;
   double gb() const { return bytes / kGB; }
   double gib() const { return bytes / kGiB; }
@@ -153,7 +153,7 @@ struct ReportFigure {
 };
 
 // Ours for each of the Huawei report's memory figures (Sec. 3.2), computed from the model file (printed
-// values are passed in from data/papers/06-deploy.json by the caller; the id names which is which).
+// values are passed in from data/papers/06-disagg-deploy.json by the caller; the id names which is which).
 inline std::vector<ReportFigure> report_memory_figures(const disagg::ModelSpec& m) {
   const double moe_main = static_cast<double>(m.layers - m.dense_layers);
   const double kv_4k_72 = 72.0 * 4096.0 * static_cast<double>(m.layers) * mla_kv_row_bytes(m, 2);

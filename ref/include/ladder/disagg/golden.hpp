@@ -1,5 +1,5 @@
 // ladder/disagg/golden.hpp -- stage 06: the golden cases' setups, grids and identities
-// (ref/src/disagg_cases.cpp), shared by the golden writer, the tests and `ladder reproduce`.
+// (ref/src/06-disagg/cases.cpp), shared by the golden writer, the tests and `ladder reproduce`.
 #pragma once
 #include <array>
 #include <map>
@@ -13,7 +13,7 @@
 #include "ladder/disagg/rungs.hpp"
 
 namespace ladder {
-void register_disagg(Registry& r);  // ref/src/disagg_registry.cpp
+void register_disagg(Registry& r);  // ref/src/06-disagg/registry.cpp
 }
 
 namespace ladder::disagg {

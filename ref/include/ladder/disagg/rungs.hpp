@@ -1,4 +1,4 @@
-// ladder/disagg/rungs.hpp -- stage 06: what the registry stores for each rung (ref/src/disagg_registry.cpp).
+// ladder/disagg/rungs.hpp -- stage 06: what the registry stores for each rung (ref/src/06-disagg/registry.cpp).
 //
 //   06 disagg   step-time model -> event simulator -> KV-cache migration
 //

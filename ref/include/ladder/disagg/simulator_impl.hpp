@@ -1,5 +1,7 @@
 // ladder/disagg/simulator_impl.hpp -- stage 06: the event loop of simulate() (see simulator.hpp).
 #pragma once
+// The tail of simulator.hpp (which includes this file last); included on its own, it brings simulator.hpp.
+#include "ladder/disagg/simulator.hpp"
 #include <algorithm>
 #include <deque>
 #include <utility>

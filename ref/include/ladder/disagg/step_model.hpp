@@ -123,6 +123,6 @@ class TableModel final : public StepModel {
 };
 
 // The CSV a user supplies: header "phase,batch,tokens,ms", phase in {prefill, decode}.
-TableModel load_table_model(const std::string& path);  // ref/src/disagg_models.cpp
+TableModel load_table_model(const std::string& path);  // ref/src/06-disagg/models.cpp
 
 }  // namespace ladder::disagg

@@ -16,7 +16,7 @@
 //       bit-identical answers regardless of thread order, and consecutive tokens of a hot expert
 //       alternate over its replicas. (A per-expert arrival counter would split exactly evenly but
 //       needs atomics whose order, and so whose answer, varies from run to run.)
-// These loops are the oracle of the CUDA kernels in cuda/src/05_eplb.cu. An index of -1 in topk
+// These loops are the oracle of the CUDA kernels in cuda/src/05-eplb/eplb.cu. An index of -1 in topk
 // means "no expert" (a padded or dropped slot): it is not counted and maps to -1.
 #pragma once
 #include <vector>

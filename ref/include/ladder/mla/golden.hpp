@@ -1,5 +1,5 @@
 // ladder/mla/golden.hpp -- stage 03 golden cases (data/golden/03-mla/<case>/), defined in
-// ref/src/mla_golden.cpp.
+// ref/src/03-mla/golden.cpp.
 //
 // One model, small_config() weights from ladder::Rng(kModelSeed), is stored once in the case folder
 // model_small/ (W_DQ.npy ... W_O.npy, <f4); every other case stores one decode step on that model:

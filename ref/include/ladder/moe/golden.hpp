@@ -1,4 +1,4 @@
-// ladder/moe/golden.hpp -- stage 04 golden cases in memory and from disk (ref/src/moe_golden.cpp).
+// ladder/moe/golden.hpp -- stage 04 golden cases in memory and from disk (ref/src/04-moe/golden.cpp).
 //
 // A case = a model (the committed data/golden/04-moe/model/, first E experts), a bias, tokens x and
 // the layer options; its outputs come from the fp64 references (gate, stable sort, dense_loop).

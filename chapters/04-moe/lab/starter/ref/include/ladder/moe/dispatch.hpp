@@ -5,7 +5,7 @@
 // a = t*k + j), stable argsort by expert, gather x[sort_idx // k], group_sizes = bincount(expert, E).
 // After the expert products, the inverse permutation puts each row back at its assignment (unsort).
 // Here the sort is a counting sort (histogram -> exclusive scan -> stable scatter), the same three
-// steps the CUDA kernels run (cuda/src/04_moe_permute.cu), and equal to a stable argsort.
+// steps the CUDA kernels run (cuda/src/04-moe/moe_permute.cu), and equal to a stable argsort.
 // Keys are in [0, G]; key G is a sentinel ("not on this shard") sorted to the end and not counted in
 // group_sizes (the JAX code's "tokens for which experts are missing are last").
 // Dropping (prefill): capacity C = round(capacity_factor * T * k / E) rows per expert, rounded half

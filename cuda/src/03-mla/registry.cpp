@@ -1,0 +1,148 @@
+// cuda/src/03-mla/registry.cpp -- the stage-03 CUDA rungs in the registry (backend "cuda").
+//
+// Each entry holds an mla::RungFns with f32 only. prepare: the reference's (the cache in the rung's
+// layout is host data built at prefill; CD's decompressed K and V included) except AM, whose absorbed
+// matrices come from the device GEMM (ladder::cuda::mla::absorb_weights). decode: uploads the
+// weights, the step and the prepared cache, runs the rung of ladder/cuda/mla.hpp, downloads u and
+// scores / attn or lse. Cost: the reference formulas (same algorithm, same FLOPs and cache bytes).
+#include <cmath>
+
+#include "ladder/core/registry.hpp"
+#include "ladder/cuda/device.hpp"
+#include "ladder/cuda/mla.hpp"
+#include "ladder/mla.hpp"
+
+namespace ladder::cuda {
+namespace {
+
+namespace ref = ladder::mla;
+using ref::Variant;
+
+// The weights on the device, and the view the kernels take.
+struct DeviceModel {
+  DeviceBuffer<float> W_DQ, q_norm, W_UQ, W_QR, kv_b, W_O, W_absQ, W_absO;
+  mla::Weights view;
+
+  DeviceModel(const ref::Weights<float>& W, const ref::Absorbed<float>* a)
+      : W_DQ(W.W_DQ.data(), size_t(W.W_DQ.size())), q_norm(W.q_norm.data(), size_t(W.q_norm.size())),
+        W_UQ(W.W_UQ.data(), size_t(W.W_UQ.size())), W_QR(W.W_QR.data(), size_t(W.W_QR.size())),
+        kv_b(W.kv_b.data(), size_t(W.kv_b.size())), W_O(W.W_O.data(), size_t(W.W_O.size())) {
+    if (a) {
+      W_absQ = DeviceBuffer<float>(a->W_absQ.data(), size_t(a->W_absQ.size()));
+      W_absO = DeviceBuffer<float>(a->W_absO.data(), size_t(a->W_absO.size()));
+    }
+    view.cfg = W.cfg;
+    view.W_DQ = W_DQ.data(), view.q_norm = q_norm.data(), view.W_UQ = W_UQ.data(), view.W_QR = W_QR.data();
+    view.kv_b = kv_b.data(), view.W_O = W_O.data(), view.W_absQ = W_absQ.data(), view.W_absO = W_absO.data();
+  }
+};
+
+// cos / sin of q_pos[b] w_i, i < rope/2, angles in double as ladder/mla/layers.hpp forms them.
+std::vector<float> rope_table(const ref::Config& c, const std::vector<int64_t>& q_pos) {
+  const int64_t d = c.qk_rope, half = d / 2;
+  std::vector<float> t(q_pos.size() * size_t(d));
+  for (size_t b = 0; b < q_pos.size(); ++b)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(q_pos[b]) *
+                           std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      t[b * size_t(d) + size_t(i)] = static_cast<float>(std::cos(angle));
+      t[b * size_t(d) + size_t(half + i)] = static_cast<float>(std::sin(angle));
+    }
+  return t;
+}
+
+ref::Prepared<float> prepare(Variant v, const ref::Weights<float>& W, const ref::PagedCache<float>& cache) {
+  if (v != Variant::AM) return ref::reference_rung<float>(v).prepare(W, cache);
+  ref::Prepared<float> p = ref::prepare_compressed(W, cache);
+  const ref::Config& c = W.cfg;
+  DeviceModel dm(W, nullptr);
+  DeviceBuffer<float> q(size_t(c.n_heads * c.kv_lora_rank * c.q_lora_rank)),
+      o(size_t(c.hidden * c.n_heads * c.kv_lora_rank));
+  mla::absorb_weights(dm.view, q.data(), o.data());
+  sync();
+  auto a = std::make_shared<ref::Absorbed<float>>();
+  a->W_absQ = Mat<float>(c.n_heads * c.kv_lora_rank, c.q_lora_rank);
+  a->W_absO = Mat<float>(c.hidden, c.n_heads * c.kv_lora_rank);
+  q.copy_to_host(a->W_absQ.data(), q.size());
+  o.copy_to_host(a->W_absO.data(), o.size());
+  p.absorbed = a;
+  return p;
+}
+
+ref::Output<float> decode(Variant v, const ref::Weights<float>& W, const ref::Prepared<float>& p,
+                          const ref::Step<float>& step) {
+  ref::check_step(W, p, step, "cuda");
+  const ref::Config& c = W.cfg;
+  const int64_t B = p.batch(), H = c.n_heads, Lmax = p.max_len();
+  const bool flash = v == Variant::flash_mla;
+  require(v != Variant::AM || p.absorbed != nullptr, "cuda AM: prepared.absorbed is null (run its prepare)");
+  DeviceModel dm(W, v == Variant::AM ? p.absorbed.get() : nullptr);
+  const std::vector<float> rope = rope_table(c, step.q_pos);
+  DeviceBuffer<float> h(step.h.data(), size_t(step.h.size())), cs(rope);
+  DeviceBuffer<int64_t> seqlens(p.seqlens);
+  DeviceBuffer<float> u(size_t(B * c.hidden)), scores(flash ? 0 : size_t(B * H * Lmax)),
+      attn(flash ? 0 : size_t(B * H * Lmax)), lse(flash ? size_t(B * H) : 0);
+  const mla::Step s{B, Lmax, h.data(), cs.data(), seqlens.data()};
+  const mla::Out out{u.data(), scores.data(), attn.data(), lse.data()};
+  switch (v) {
+    case Variant::CD: {
+      DeviceBuffer<float> K(p.K.data), V(p.V.data);
+      mla::cd(dm.view, s, K.data(), V.data(), out);
+      sync();
+      break;
+    }
+    case Variant::flash_mla: {
+      DeviceBuffer<float> blocks(p.paged.blocks.data);
+      DeviceBuffer<int32_t> table(p.paged.block_table.data);
+      mla::flash_mla(dm.view, s, blocks.data(), p.paged.blocks.shape[0], table.data(), p.paged.block_table.shape[1],
+                     ref::FlashParams{}.split_blocks, out);
+      sync();
+      break;
+    }
+    default: {
+      DeviceBuffer<float> kv(p.kv.data);
+      auto rung = v == Variant::CC ? &mla::cc : v == Variant::A_CC ? &mla::a_cc : v == Variant::AM ? &mla::am
+                                                                                                    : &mla::a_cc_me;
+      rung(dm.view, s, kv.data(), out);
+      sync();
+    }
+  }
+  ref::Output<float> r;
+  r.u = Mat<float>(B, c.hidden);
+  u.copy_to_host(r.u.data(), u.size());
+  if (!flash) {
+    r.scores = Array<float>({B, H, Lmax});
+    r.attn = Array<float>({B, H, Lmax});
+    scores.copy_to_host(r.scores.data.data(), scores.size());
+    attn.copy_to_host(r.attn.data.data(), attn.size());
+  } else {
+    r.lse = Array<float>({B, H});
+    lse.copy_to_host(r.lse.data.data(), lse.size());
+  }
+  return r;
+}
+
+}  // namespace
+
+// Called by the list CMake generates from the folders cuda/src/NN-stage/ (cuda/CMakeLists.txt).
+void rungs_03_mla(Registry& r) {
+  auto add = [&r](Variant v, const char* id, const char* name, const char* doc) {
+    ref::RungImpl<float> f32{[v](const ref::Weights<float>& W, const ref::PagedCache<float>& c) { return prepare(v, W, c); },
+                             [v](const ref::Weights<float>& W, const ref::Prepared<float>& p,
+                                 const ref::Step<float>& s) { return decode(v, W, p, s); }};
+    r.add({ref::kStage, id, name, doc, "cuda", ref::RungFns{v, f32, {}},
+           [v](const Shape& s) { return ref::step_cost(v, s); }, "as the reference rung (same algorithm)"});
+  };
+  add(Variant::CD, "CD", "CacheDecompressed on the GPU",
+      "batched GEMM per (sequence, head) for q.K and a.V, softmax kernel per score row");
+  add(Variant::CC, "CC", "CacheCompressed on the GPU", "decompression of every cached token by the GEMM each step, then CD");
+  add(Variant::A_CC, "A_CC", "Absorbed_CacheCompressed on the GPU",
+      "W_UK by the GEMM into q; key_states copied per head (a kernel); GEMMs per (sequence, head)");
+  add(Variant::A_CC_ME, "A_CC_ME", "Absorbed_CacheCompressed_MoveElision on the GPU",
+      "q_abs c^T + q_pe k_pe^T as two GEMMs over all heads per sequence, the cache read in place");
+  add(Variant::AM, "AM", "AM_CC_ME on the GPU", "absorbed matrices made by the GEMM once; A_CC_ME's attention");
+  add(Variant::flash_mla, "flash_mla", "FlashMLA-style fused decode kernel",
+      "block per (split, sequence, head group): cache tiles in shared memory, online softmax; combine kernel");
+}
+
+}  // namespace ladder::cuda

@@ -1,0 +1,58 @@
+// ref/src/01-softmax/contract.cpp -- stage 01's case contract (core/contract.hpp), beside its registry.
+#include "ladder/core/contract.hpp"
+#include "ladder/core/registry.hpp"
+#include "ladder/softmax.hpp"
+
+namespace ladder {
+
+// The stage's case contract, named by its id (its Stage record and the fuzz targets' list use it).
+namespace stage_records {
+
+Contract contract_01_softmax() {
+  Contract c;
+  c.stage = "01-softmax";
+  c.doc = "softmax over the last axis of x, row by row";
+  c.inputs = {{"x", "<f4", "[..., cols]", "logits as the kernel sees them; -inf = masked; NaN propagates"}};
+  c.outputs = {{"y", "<f8", "[..., cols]", "softmax of each row (a fully masked row is all zeros)",
+                Rule::elementwise, 2,
+                "probabilities span many orders of magnitude in one row: an absolute rule lets every small "
+                "entry be zeroed, scaled or made negative, so each entry is judged at its own scale; and the "
+                "structural facts hold (no negative entry, exactly 0 where x is -inf, rows sum as the oracle's)",
+                true, "x"}};
+  c.oracle_doc = "safe softmax (notes Alg. 2) in float64 of the float32 input";
+  c.baseline_doc = "safe softmax in float32 (a float64 candidate: that error x 2^-29, k + 1)";
+  auto input = [](const Tensors& in) {
+    const Array<float> x = from_npy<float>(tensor(in, "x", "01-softmax"), "input x");
+    require(!x.shape.empty() && x.cols() >= 1 && x.rows() >= 1,
+            "01-softmax: input x has shape {}, violates rank >= 1 with cols >= 1 and rows >= 1", shape_str(x.shape));
+    return x;
+  };
+  c.oracle = [input](const Tensors& in, const nlohmann::json&) {
+    return Tensors{{"y", to_npy(softmax::apply(&softmax::safe_rows<double>, input(in).cast<double>()))}};
+  };
+  c.baseline = [input](const Tensors& in, const nlohmann::json&, DType prec) {
+    const Array<float> x = input(in);
+    if (prec == DType::F4) return Tensors{{"y", to_npy(softmax::apply(&softmax::safe_rows<float>, x))}};
+    return Tensors{{"y", to_npy(softmax::apply(&softmax::safe_rows<double>, x.cast<double>()))}};
+  };
+  // Any registered rung (reference or CUDA) on the case's x, at its float32 or float64 function.
+  c.run_rung = [input](const Rung& r, const Tensors& in, const nlohmann::json&, DType prec) {
+    const Array<float> x = input(in);
+    const auto& f = r.fn<softmax::RowsFns>();
+    if (prec == DType::F4) {
+      Array<float> y(x.shape);
+      f.f32(x.data.data(), y.data.data(), x.rows(), x.cols());
+      return Tensors{{"y", to_npy(y)}};
+    }
+    require(static_cast<bool>(f.f64), "01-softmax: rung {} has no float64 function (a float32 kernel)", r.key());
+    const Array<double> x64 = x.cast<double>();
+    Array<double> y(x.shape);
+    f.f64(x64.data.data(), y.data.data(), x.rows(), x.cols());
+    return Tensors{{"y", to_npy(y)}};
+  };
+  return c;
+}
+
+}  // namespace stage_records
+
+}  // namespace ladder

@@ -1,0 +1,26 @@
+// ref/src/04-moe/stage.cpp -- stage 04's one declaration (ladder/core/stage.hpp).
+#include "ladder/core/stage.hpp"
+#include "ladder/golden_cases.hpp"
+
+namespace ladder {
+void register_moe(Registry& r);  // registry.cpp
+}  // namespace ladder
+
+namespace ladder::stage_records {
+
+Contract contract_04_moe();  // contract.cpp
+
+Stage stage_04_moe() {
+  Stage s;
+  s.id = "04-moe";
+  s.title = "gate -> sort -> ragged dot -> unsort + combine (dropless | dropping)";
+  s.contract = &contract_04_moe;
+  s.ref_rungs = &register_moe;
+  s.golden_cases = &moe::golden_case_names;
+  s.write_golden_case = &moe::write_golden_case;
+  s.cuda_rungs = true;
+  s.bench = {"04_moe"};
+  return s;
+}
+
+}  // namespace ladder::stage_records

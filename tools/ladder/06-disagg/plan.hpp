@@ -1,0 +1,26 @@
+// tools/ladder/06-disagg/plan.hpp -- stage 06, part 2: the tables of `ladder plan FILE` and the deployment half
+// of `ladder reproduce 06-disagg` (tools/ladder/06-disagg/plan.cpp). Each returns Markdown; the callers print it.
+#pragma once
+#include <map>
+#include <string>
+
+#include "ladder/deploy/layout.hpp"
+
+namespace ladder::cli::deploy06 {
+
+// The report's printed figures (data/papers/06-disagg-deploy.json): id -> value.
+std::map<std::string, double> paper_figures();
+// Per-card memory by module, collectives per step, FLOPs and bytes per module, step time.
+std::string plan_tables(const ladder::deploy::Layout& L);
+// The report's memory figures beside ours (GB and GiB, which fits) and the KV argument (MLA TP vs DP,
+// and the same for MHA and GQA models of DeepSeek-V3's size).
+std::string memory_figures_table();
+std::string kv_tp_vs_dp_table();
+// MTP: the acceptance sweep from the A2 decode step model beside Table 2; the verify rung's chi-square.
+std::string mtp_table(bool quick);
+// Overlap: no overlap vs two-batch overlap for every decode layout.
+std::string overlap_table();
+// DP-rank balance: round-robin vs least-KV vs predicted output length on a mixed-length workload.
+std::string balance_table(bool quick);
+
+}  // namespace ladder::cli::deploy06
