@@ -5,9 +5,12 @@
 # build, for a real device:
 #   - cuda/src/*.cu are CUDA sources compiled by nvcc (CMake's CUDA language) for
 #     CMAKE_CUDA_ARCHITECTURES (default 80;90, override with -DCMAKE_CUDA_ARCHITECTURES=89 or native);
-#   - every translation unit, g++- or nvcc-compiled, sees LADDER_GPU=1: ladder/cuda/device.hpp then
-#     hands out cudaMalloc memory and sync() surfaces launch errors (switching on __CUDACC__ would give
-#     g++-compiled host code host memory while nvcc's kernels expect device memory);
+#   - every translation unit that can include ladder/cuda/device.hpp -- everything linked with ladder_simt,
+#     whose include path is the only way to it -- sees LADDER_GPU=1, g++- or nvcc-compiled:
+#     device.hpp then hands out cudaMalloc memory and sync() surfaces launch errors (switching on
+#     __CUDACC__ would give g++-compiled host code host memory while nvcc's kernels expect device
+#     memory). The CPU-only library (ladder_core) is compiled exactly as in the default build, so the
+#     GPU build's compile check (ctest gpu_build) takes its objects from ccache;
 #   - one CUDA runtime, the shared libcudart, for nvcc's and g++'s objects alike;
 #   - emulator-only tests (tests/simt/, *_planted.cu: they drive simt::Schedule and the emulator's
 #     diagnostics) are left out; every other test is registered once (no SIMT schedules);
@@ -56,7 +59,6 @@ set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 set(CMAKE_CUDA_EXTENSIONS OFF)
 set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 
-add_compile_definitions(LADDER_GPU=1)
 # fmt 9 turns constexpr off when it sees __NVCC__, leaving functions it still declares constexpr calling
 # non-constexpr ones, which g++ (nvcc's host compiler) rejects.
 add_compile_definitions($<$<COMPILE_LANGUAGE:CUDA>:FMT_USE_CONSTEXPR=1>)
