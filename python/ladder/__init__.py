@@ -73,9 +73,7 @@ def eplb(weight, rung="hierarchical", num_replicas=0, num_groups=1, num_nodes=1,
 
 
 def _run_contract(stage, rung, backend, precision, kwargs):
-    """A rung whose inputs are a whole case (weights, cache, tokens): by the stage's contract."""
-    if precision not in ("float32", "float64"):
-        raise ValueError(f"precision: '{precision}' violates precision in {{'float32', 'float64'}}")
+    """Any rung through the stage's contract (Contract::run_rung); the C++ side checks the precision."""
     inputs, params = _split(stage, kwargs)
     return _ladder.run(stage, backend, rung, inputs, params, precision)
 

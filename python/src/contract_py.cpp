@@ -150,9 +150,7 @@ void bind_contracts(py::module_& m) {
       [](const std::string& stage, const std::string& backend, const std::string& id, const py::dict& inputs,
          const std::string& params_json, const std::string& precision) {
         const Contract& c = contract(stage);
-        if (!c.run_rung)
-          throw py::value_error("stage: " + stage + "'s rungs take plain arrays: call ladder.softmax, "
-                                "ladder.attention, ladder.attention_backward or ladder.eplb");
+        // The one check of the precision's spelling (Python passes it through; run_rung checks the DType).
         if (precision != "float32" && precision != "float64")
           throw py::value_error("precision: '" + precision + "' violates precision in {'float32', 'float64'}");
         const Rung& r = lookup(stage, backend, id);

@@ -3,13 +3,13 @@
 //
 // Each is the same Eigen product expression the rungs wrote inline (same kernels, same blocking, same
 // bits), behind a function on row-major tile views whose float and double instantiations the library
-// compiles once (ref/src/02-attention/tile_ops.cpp). In a lab build (LADDER_LAB_BUILD, every unit of
-// scripts/lab's build) `extern template` below keeps every other unit from instantiating them: Eigen's
-// GEMM is most of the compile time of a unit that uses it, so lab 02's student units
-// (ref/src/02-attention/lab/*.cpp) compile only the student's row loops and a save is rebuilt in a few
-// seconds. Plain Eigen expressions in their place give the same results, only compile slower. Outside a
-// lab build they are ordinary templates, instantiated where used: a header-only user (ladder::ref, a
-// notebook, another T) needs no library.
+// compiles once (ref/src/02-attention/tile_ops.cpp). In the project's own g++ builds (LADDER_LAB_READY,
+// ladder/core/lab.hpp) `extern template` below keeps every other unit from instantiating them: Eigen's
+// GEMM is most of the compile time of a unit that uses it, so the library and tests compile faster and
+// lab 02's student units (ref/src/02-attention/lab/*.cpp) compile only the student's row loops: a save is
+// rebuilt in a few seconds. Plain Eigen expressions in their place give the same results, only compile
+// slower. For a header-only user (an installed ladder::ref, a notebook, another T) they are ordinary
+// templates, instantiated where used: no library needed.
 #pragma once
 #include "ladder/core/eigen.hpp"
 #include "ladder/core/tensor.hpp"
@@ -128,7 +128,7 @@ T exp_sum(T* s, int64_t n, T m) {
   EXTERN template void nn_add<T>(In<T>, In<T>, Out<T>); \
   EXTERN template void nn_add<T>(T, In<T>, In<T>, Out<T>); \
   EXTERN template void tn_add<T>(In<T>, In<T>, Out<T>);
-#ifdef LADDER_LAB_BUILD
+#ifdef LADDER_LAB_READY
 LADDER_TILE_OPS(extern, float)
 LADDER_TILE_OPS(extern, double)
 #endif

@@ -93,15 +93,16 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, Op 
   }
 }
 
-// In a lab build (LADDER_LAB_BUILD, every unit of scripts/lab's build) the float and double products
+// In the project's own g++ builds (LADDER_LAB_READY, ladder/core/lab.hpp) the float and double products
 // are compiled once, in the library (ref/src/gemm.cpp), and declared extern here: Eigen's GEMM is most
-// of the compile time of a unit that calls it, and a student's unit that calls gemm (lab 04's
-// ragged_dot, lab 03's latent products) then rebuilds in seconds after a save. Elsewhere gemm is an
-// ordinary template, instantiated where used, so a header-only user needs no library.
+// of the compile time of a unit that calls it, so the library and the tests compile faster, and a
+// student's unit that calls gemm (lab 04's ragged_dot, lab 03's latent products) rebuilds in seconds
+// after a save. The same flags compile it there as anywhere, so the bits are the same. For a header-only
+// user (an installed ladder::ref, a notebook) gemm is an ordinary template, instantiated where used.
 #define LADDER_GEMM_INSTANCES(EXTERN, T)                                                                       \
   EXTERN template void gemm<T>(int64_t, int64_t, int64_t, T, const T*, int64_t, Op, const T*, int64_t, Op, T*, \
                                int64_t, bool);
-#ifdef LADDER_LAB_BUILD
+#ifdef LADDER_LAB_READY
 LADDER_GEMM_INSTANCES(extern, float)
 LADDER_GEMM_INSTANCES(extern, double)
 #endif
