@@ -21,7 +21,10 @@ build: configure
 # (ctest label "notebook") + labs both ways + one TSan pass of the SIMT/CUDA tests.
 # The last line counts the tests of each label that ran (scripts/test-summary): a kind that silently
 # did not run (0 notebooks, say) fails `make test`.
-test: test-unit test-labs test-tsan
+# The labs (mostly configure steps, links and short runs, their objects from ccache) and the TSan build
+# (compiling) run side by side once the main build and its tests have passed: the two cores stay busy.
+test: test-unit
+	@$(MAKE) --no-print-directory --output-sync=target -j2 test-labs test-tsan
 	@scripts/test-summary build build-tsan --labs $(words $(wildcard chapters/*/lab/lab.json))
 	@echo "make test: all passed"
 
