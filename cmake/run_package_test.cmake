@@ -18,7 +18,7 @@ endfunction()
 
 file(REMOVE_RECURSE ${STAGE})
 step(${CMAKE_COMMAND} --install ${BUILD} --prefix ${STAGE}/install)
-foreach(f include/ladder/softmax.hpp include/ladder/simt/simt.hpp lib/cmake/ladder/ladderConfig.cmake bin/ladder
+foreach(f include/ladder/01-softmax/softmax.hpp include/ladder/simt/simt.hpp lib/cmake/ladder/ladderConfig.cmake bin/ladder
           lib/libladder.so)
   if(NOT EXISTS ${STAGE}/install/${f})
     message(FATAL_ERROR "package test: the install has no ${f}")

@@ -10,20 +10,38 @@
 # checks that every stage folder anywhere in the repository belongs to a listed stage.
 
 get_filename_component(ladder_stages_root ${CMAKE_CURRENT_LIST_DIR}/.. ABSOLUTE)
-file(GLOB ladder_stage_dirs LIST_DIRECTORIES true CONFIGURE_DEPENDS ${ladder_stages_root}/ref/src/[0-9][0-9]-*)
-set(LADDER_STAGES)
-foreach(dir ${ladder_stage_dirs})
-  if(IS_DIRECTORY ${dir})
-    get_filename_component(id ${dir} NAME)
-    if(NOT id MATCHES "^[0-9][0-9]-[a-z]+$")
-      message(FATAL_ERROR "ref/src/${id}: a stage folder's name violates NN-name (two digits, '-', lower-case letters)")
-    endif()
-    if(NOT EXISTS ${dir}/stage.cpp)
-      message(FATAL_ERROR "ref/src/${id}/stage.cpp is missing: every stage declares its Stage record there "
-                          "(ladder/core/stage.hpp)")
-    endif()
-    list(APPEND LADDER_STAGES ${id})
+# Stages may also live outside this tree, in a folder laid out like it (ref/src/<id>/, ref/include/ladder/<id>/,
+# tools/ladder/<id>/; reference rungs only): -DLADDER_STAGE_DIRS=examples/stage-template (a relative path is
+# taken from this tree's root). tests/test_template_stage.py builds the template stage that way.
+set(LADDER_STAGE_DIRS "" CACHE STRING "Extra folders holding stages of your own, laid out like this tree")
+set(ladder_stage_roots ${ladder_stages_root})
+foreach(extra ${LADDER_STAGE_DIRS})
+  get_filename_component(extra ${extra} ABSOLUTE BASE_DIR ${ladder_stages_root})
+  if(NOT IS_DIRECTORY ${extra}/ref/src)
+    message(FATAL_ERROR "LADDER_STAGE_DIRS: ${extra} has no ref/src/ folder (a stage folder is ref/src/NN-name/)")
   endif()
+  list(APPEND ladder_stage_roots ${extra})
+endforeach()
+set(LADDER_STAGES)
+foreach(root ${ladder_stage_roots})
+  file(GLOB ladder_stage_dirs LIST_DIRECTORIES true CONFIGURE_DEPENDS ${root}/ref/src/[0-9][0-9]-*)
+  foreach(dir ${ladder_stage_dirs})
+    if(IS_DIRECTORY ${dir})
+      get_filename_component(id ${dir} NAME)
+      if(NOT id MATCHES "^[0-9][0-9]-[a-z]+$")
+        message(FATAL_ERROR "${dir}: a stage folder's name violates NN-name (two digits, '-', lower-case letters)")
+      endif()
+      if(NOT EXISTS ${dir}/stage.cpp)
+        message(FATAL_ERROR "${dir}/stage.cpp is missing: every stage declares its Stage record there "
+                            "(ladder/core/stage.hpp)")
+      endif()
+      if(id IN_LIST LADDER_STAGES)
+        message(FATAL_ERROR "${dir}: stage ${id} is already in ${LADDER_STAGE_ROOT_${id}}")
+      endif()
+      list(APPEND LADDER_STAGES ${id})
+      set(LADDER_STAGE_ROOT_${id} ${root})  # the tree the stage's folders are in
+    endif()
+  endforeach()
 endforeach()
 list(SORT LADDER_STAGES)
 

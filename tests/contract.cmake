@@ -2,7 +2,7 @@
 # every kind fail, correct ones pass; case folders, digests and the generic oracle / check.
 ladder_add_test(test_compare SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_compare.cpp LIBS ladder_core)
 # Stage 05: the oracle is eplb.py's float32 arithmetic (an independent re-implementation judges it).
-ladder_add_test(test_05_eplb_float32 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_05_eplb_float32.cpp LIBS ladder_core)
+ladder_add_test(test_05_eplb_float32 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/05-eplb/test_eplb_float32.cpp LIBS ladder_core)
 # A stage is one declaration (ladder/core/stage.hpp): every stage folder is a registered stage, and each
 # record's promised parts exist (tests/test_stages.cpp). Links the CUDA rungs to check `cuda_rungs`.
 ladder_add_test(test_stages SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_stages.cpp LIBS ladder_cuda ladder_core)

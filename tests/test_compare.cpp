@@ -13,8 +13,8 @@
 
 #include "ladder/core/contract.hpp"
 #include "ladder/core/rng.hpp"
-#include "ladder/golden_cases.hpp"
-#include "ladder/softmax.hpp"
+#include "ladder/01-softmax/golden_cases.hpp"
+#include "ladder/01-softmax/softmax.hpp"
 
 using namespace ladder;
 

@@ -17,11 +17,11 @@
 #include "golden_util.hpp"
 #include "ladder/core/compare.hpp"
 #include "ladder/core/device_math.hpp"
-#include "ladder/core/golden.hpp"
+#include "ladder/core/json.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/cuda/device.hpp"
-#include "ladder/golden_cases.hpp"
-#include "ladder/softmax.hpp"
+#include "ladder/01-softmax/golden_cases.hpp"
+#include "ladder/01-softmax/softmax.hpp"
 
 using namespace ladder;
 

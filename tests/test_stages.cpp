@@ -33,7 +33,12 @@ struct Place {
 const std::vector<Place> kPlaces = {
     {"ref/src", ""},      {"cuda/src", ""},     {"tools/ladder", ""},  {"chapters", ""},
     {"data/golden", ""},  {"data/papers", ".json"}, {"notebooks", ".ipynb"},
+    {"ref/include/ladder", ""}, {"cuda/include/ladder/cuda", ""}, {"tests", ""}, {"bench", ""},
 };
+// Folders whose stage files live in the stage's own subfolder: a file directly in them whose name
+// carries a stage's id in either spelling (tests/test_04_moe.cpp, bench/04-moe.cpp) is misplaced.
+const std::vector<std::string> kFoldered = {"ref/src", "cuda/src", "tools/ladder", "ref/include/ladder",
+                                            "cuda/include/ladder/cuda", "tests", "bench"};
 
 // One line per folder or file in `root` that looks like a stage's but names no registered stage.
 std::vector<std::string> unregistered_stage_folders(const fs::path& root, const std::set<std::string>& ids) {
@@ -54,6 +59,21 @@ std::vector<std::string> unregistered_stage_folders(const fs::path& root, const 
         return name == id || name.starts_with(id + "-");
       });
       if (!belongs) problems.push_back(p.dir + "/" + e.path().filename().string());
+    }
+  }
+  for (const std::string& dir : kFoldered) {
+    if (!fs::is_directory(root / dir)) continue;
+    for (const auto& e : fs::directory_iterator(root / dir)) {
+      if (e.is_directory()) continue;
+      const std::string name = e.path().filename().string();
+      for (const std::string& id : ids) {
+        std::string snake = id;
+        std::replace(snake.begin(), snake.end(), '-', '_');
+        if (name.find(id) != std::string::npos || name.find(snake) != std::string::npos) {
+          problems.push_back(dir + "/" + name + ": belongs in " + dir + "/" + id + "/");
+          break;
+        }
+      }
     }
   }
   return problems;
@@ -95,9 +115,17 @@ TEST_CASE("stages: a misspelled or unregistered stage folder is caught (planted 
   fs::create_directories(root / "notebooks");
   std::ofstream(root / "notebooks/04-moe.ipynb") << "{}";
   std::ofstream(root / "notebooks/08-x.ipynb") << "{}";
+  fs::create_directories(root / "tests/04-moe");
+  std::ofstream(root / "tests/04-moe/test_moe.cpp") << "";  // in its folder: fine
+  std::ofstream(root / "tests/test_04_moe_cuda.cpp") << "";  // a stage's test outside its folder
+  fs::create_directories(root / "bench");
+  std::ofstream(root / "bench/00_bounds.cpp") << "";         // no stage's: fine
+  std::ofstream(root / "bench/04-moe.cpp") << "";
   const auto problems = unregistered_stage_folders(root, {"04-moe"});
   fs::remove_all(root);
-  CHECK(problems == std::vector<std::string>{"cuda/src/04_moe", "chapters/07-precision", "notebooks/08-x.ipynb"});
+  CHECK(problems == std::vector<std::string>{"cuda/src/04_moe", "chapters/07-precision", "notebooks/08-x.ipynb",
+                                             "tests/test_04_moe_cuda.cpp: belongs in tests/04-moe/",
+                                             "bench/04-moe.cpp: belongs in bench/04-moe/"});
 }
 
 TEST_CASE("stages: every record has the parts it promises") {
@@ -139,6 +167,10 @@ TEST_CASE("stages: every record has the parts it promises") {
       std::ifstream f(lab);
       CHECK(nlohmann::json::parse(f).at("stage").get<std::string>() == s.id);
     }
-    for (const std::string& b : s.bench) CHECK_MESSAGE(fs::is_regular_file(kRoot / "bench" / (b + ".cpp")), b);
+    CHECK(fs::is_regular_file(kRoot / "bench" / s.id / "bench.cpp") == s.bench);
+    // Its tests and headers, in its own folders.
+    CHECK(fs::is_regular_file(kRoot / "tests" / s.id / "tests.cmake"));
+    CHECK(fs::is_directory(kRoot / "ref/include/ladder" / s.id));
+    if (s.cuda_rungs) CHECK(fs::is_directory(kRoot / "cuda/include/ladder/cuda" / s.id));  // 05's kernels have no rungs
   }
 }

@@ -23,12 +23,12 @@
 #include <vector>
 
 #include "floors.hpp"
-#include "ladder/cuda/attention.hpp"
+#include "ladder/cuda/02-attention/attention.hpp"
 #include "ladder/cuda/device.hpp"
-#include "ladder/cuda/mla.hpp"
-#include "ladder/cuda/softmax.hpp"
-#include "ladder/mla/cost.hpp"
-#include "ladder/mla/flash.hpp"
+#include "ladder/cuda/03-mla/mla.hpp"
+#include "ladder/cuda/01-softmax/softmax.hpp"
+#include "ladder/03-mla/cost.hpp"
+#include "ladder/03-mla/flash.hpp"
 
 using namespace ladder;
 using cuda::DeviceBuffer;
@@ -169,7 +169,7 @@ void attention_rows(std::vector<Row>& rows, cublasHandle_t h) {
 
 void mla_rows(std::vector<Row>& rows, cublasHandle_t h) {
   const mla::Config c = mla::deepseek_v2();
-  const int64_t B = 64, Lc = 4096, H = c.n_heads, R = c.kv_dim(), page = 64;  // flash_mla pages: 64 rows (ladder/cuda/mla.hpp)
+  const int64_t B = 64, Lc = 4096, H = c.n_heads, R = c.kv_dim(), page = 64;  // flash_mla pages: 64 rows (ladder/cuda/03-mla/mla.hpp)
   auto weight = [](int64_t out, int64_t in, std::uint64_t seed) {
     const float s = 1.0f / std::sqrt(float(in));
     return random_buffer(std::size_t(out * in), seed, 0.1f * s, s);

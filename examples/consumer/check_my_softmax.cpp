@@ -10,7 +10,7 @@
 
 #include "ladder/core/contract.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/softmax.hpp"
+#include "ladder/01-softmax/softmax.hpp"
 
 void my_softmax(const float* x, float* y, int64_t rows, int64_t cols);  // my_softmax.cpp
 

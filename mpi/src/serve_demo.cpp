@@ -47,10 +47,10 @@
 #include <string>
 #include <vector>
 
-#include "ladder/eplb.hpp"
-#include "ladder/moe/dense.hpp"
-#include "ladder/moe/gate.hpp"
-#include "ladder/moe/synthetic.hpp"
+#include "ladder/05-eplb/eplb.hpp"
+#include "ladder/04-moe/dense.hpp"
+#include "ladder/04-moe/gate.hpp"
+#include "ladder/04-moe/synthetic.hpp"
 #include "ladder/mpi/comm.hpp"
 #include "ladder/mpi/ep_a2a.hpp"
 #include "ladder/mpi/decode_tp.hpp"

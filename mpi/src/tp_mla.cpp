@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "ladder/core/compare.hpp"
-#include "ladder/mla.hpp"
+#include "ladder/03-mla/mla.hpp"
 #include "ladder/mpi/comm.hpp"
 #include "ladder/mpi/launch.hpp"
 #include "ladder/mpi/tp.hpp"

@@ -6,9 +6,9 @@
 // numpy arrays the rung writes into directly. The precision is the inputs' dtype: float32 runs the
 // rung's f32 function, float64 its f64 function (CUDA rungs have f32 only).
 #include "arrays.hpp"
-#include "ladder/attention.hpp"
+#include "ladder/02-attention/attention.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/softmax.hpp"
+#include "ladder/01-softmax/softmax.hpp"
 #include "rungs.hpp"
 
 namespace ladder::python {

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "arrays.hpp"
-#include "ladder/disagg.hpp"
-#include "ladder/disagg/presets.hpp"
-#include "ladder/disagg/rungs.hpp"
+#include "ladder/06-disagg/disagg.hpp"
+#include "ladder/06-disagg/presets.hpp"
+#include "ladder/06-disagg/rungs.hpp"
 #include "rungs.hpp"
 
 namespace ladder::python {

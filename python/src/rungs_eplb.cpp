@@ -5,7 +5,7 @@
 // log2phy, logcnt). Invalid parameters (R < n, groups not dividing n, ...) are the rung's own
 // ladder::Error, raised as ValueError naming the parameter.
 #include "arrays.hpp"
-#include "ladder/eplb.hpp"
+#include "ladder/05-eplb/eplb.hpp"
 #include "rungs.hpp"
 
 namespace ladder::python {

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "ladder/core/compare.hpp"
-#include "ladder/core/golden.hpp"
+#include "ladder/core/json.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/core/stage.hpp"
 

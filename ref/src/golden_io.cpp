@@ -1,10 +1,11 @@
-// ref/src/golden_io.cpp -- case.json I/O and the manifest every golden writer starts from
+// ref/src/golden_io.cpp -- JSON files (core/json.hpp) and the manifest every golden writer starts from
 // (core/golden.hpp). Apart from the stage table (golden.cpp) so that a program that only reads case
 // folders (the fuzz targets) does not link every stage's golden writer.
 #include <fstream>
 
 #include "ladder/core/error.hpp"
 #include "ladder/core/golden.hpp"
+#include "ladder/core/json.hpp"
 
 namespace ladder {
 

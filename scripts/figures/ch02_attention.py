@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Chapter 02 figure: FA2's tile grid and loop order for a causal problem with Nq != Nk.
 
-The grid is the one the tiled rung (ref/include/ladder/attention/tiled.hpp) walks: Q tiles of Br
+The grid is the one the tiled rung (ref/include/ladder/02-attention/tiled.hpp) walks: Q tiles of Br
 rows in the outer loop (one per thread), KV tiles of Bc keys in the inner loop, for KV tiles up to
 the last key the tile's last row sees, row i seeing keys j <= i + Nk - Nq (Problem::last_key). Each
 tile is drawn as fully visible, on the diagonal (partly masked) or never loaded, numbered in visit

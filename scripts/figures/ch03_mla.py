@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Chapter 03 figure: KV-cache bytes per sequence and per layer vs context length L, per variant.
 
-The dimensions come from data/models/deepseek-v2.json (the file tests/test_03_mla_model.cpp checks
+The dimensions come from data/models/deepseek-v2.json (the file tests/03-mla/test_mla_model.cpp checks
 against ladder::mla::deepseek_v2()); the bytes per token are the cache terms of ladder's Cost
-formulas (ref/include/ladder/mla/cost.hpp), in bf16: CD caches K and V per head, H (nope + rope + v)
+formulas (ref/include/ladder/03-mla/cost.hpp), in bf16: CD caches K and V per head, H (nope + rope + v)
 elements per token; CC, A_CC, A_CC_ME, AM and flash_mla cache one compressed row, kv_lora + rope.
 The script checks the two per-token numbers against the chapter's table (81,920 and 1,152 bytes).
 Usage: ch03_mla.py OUT_DIR (make figures)."""

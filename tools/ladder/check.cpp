@@ -11,7 +11,7 @@
 
 #include "commands.hpp"
 #include "ladder/core/contract.hpp"
-#include "ladder/core/golden.hpp"
+#include "ladder/core/json.hpp"
 #include "ladder/core/npy.hpp"
 
 namespace ladder::cli {

@@ -3,8 +3,8 @@
 // call a CUDA rung exactly like a reference rung. (f64 is empty: fp32 kernels.)
 #include "ladder/core/registry.hpp"
 #include "ladder/cuda/device.hpp"
-#include "ladder/cuda/softmax.hpp"
-#include "ladder/softmax.hpp"
+#include "ladder/cuda/01-softmax/softmax.hpp"
+#include "ladder/01-softmax/softmax.hpp"
 
 namespace ladder::cuda {
 

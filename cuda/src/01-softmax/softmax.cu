@@ -1,4 +1,4 @@
-// cuda/src/01-softmax/softmax.cu -- stage 01 CUDA rungs: the same algorithms as ladder/softmax.hpp.
+// cuda/src/01-softmax/softmax.cu -- stage 01 CUDA rungs: the same algorithms as ladder/01-softmax/softmax.hpp.
 //
 //   01 softmax     naive -> safe -> online                                  <== this file
 //   02 attention   naive -> flash (one row, online) -> tiled (blocks, FA2 loop order) -> backward
@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ladder/cuda/softmax.hpp"
+#include "ladder/cuda/01-softmax/softmax.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::softmax {

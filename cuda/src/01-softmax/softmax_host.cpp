@@ -1,10 +1,10 @@
-// cuda/src/01-softmax/softmax_host.cpp -- the checked host API of the stage-01 kernels (ladder/cuda/softmax.hpp).
+// cuda/src/01-softmax/softmax_host.cpp -- the checked host API of the stage-01 kernels (ladder/cuda/01-softmax/softmax.hpp).
 // Sizes are validated here, with ladder::Error naming the parameter, then cuda/src/01-softmax/softmax.cu
 // launches. The registry entries are in registry.cpp.
 #include "ladder/core/registry.hpp"
 #include "ladder/cuda/device.hpp"
-#include "ladder/cuda/softmax.hpp"
-#include "ladder/softmax.hpp"
+#include "ladder/cuda/01-softmax/softmax.hpp"
+#include "ladder/01-softmax/softmax.hpp"
 
 namespace ladder::cuda {
 namespace softmax {

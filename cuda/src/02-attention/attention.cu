@@ -1,4 +1,4 @@
-// cuda/src/02-attention/attention.cu -- stage 02 CUDA forward rungs naive and flash: the algorithms of ladder/attention/*.hpp.
+// cuda/src/02-attention/attention.cu -- stage 02 CUDA forward rungs naive and flash: the algorithms of ladder/02-attention/*.hpp.
 //
 //   01 softmax     naive -> safe -> online
 //   02 attention   naive -> flash (one row, online) -> tiled (blocks, FA2 loop order) -> backward  <== this file
@@ -26,7 +26,7 @@
 #include <stddef.h>
 
 #include "attention_common.cuh"
-#include "ladder/cuda/attention_kernels.hpp"
+#include "ladder/cuda/02-attention/attention_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::attention {

@@ -1,4 +1,4 @@
-// cuda/src/02-attention/attention_backward.cu -- stage 02 CUDA backward with recomputation (ladder/attention/recompute.hpp).
+// cuda/src/02-attention/attention_backward.cu -- stage 02 CUDA backward with recomputation (ladder/02-attention/recompute.hpp).
 //
 //   01 softmax     naive -> safe -> online
 //   02 attention   naive -> flash (one row, online) -> tiled (blocks, FA2 loop order) -> backward  <== this file
@@ -24,7 +24,7 @@
 #include <stddef.h>
 
 #include "attention_common.cuh"
-#include "ladder/cuda/attention_kernels.hpp"
+#include "ladder/cuda/02-attention/attention_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::attention {

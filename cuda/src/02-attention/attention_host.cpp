@@ -1,9 +1,9 @@
 // cuda/src/02-attention/attention_host.cpp -- the checked host API of the stage-02 kernels
-// (ladder/cuda/attention.hpp). Shapes are validated here, with ladder::Error naming the parameter, then
+// (ladder/cuda/02-attention/attention.hpp). Shapes are validated here, with ladder::Error naming the parameter, then
 // cuda/src/02-attention/*.cu launch. The registry entries are in registry.cpp.
-#include "ladder/attention.hpp"
+#include "ladder/02-attention/attention.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/cuda/attention.hpp"
+#include "ladder/cuda/02-attention/attention.hpp"
 #include "ladder/cuda/device.hpp"
 
 namespace ladder::cuda {

@@ -1,4 +1,4 @@
-// cuda/src/02-attention/attention_tiled.cu -- stage 02 CUDA forward rung tiled (FA2 Alg. 1, ladder/attention/tiled.hpp).
+// cuda/src/02-attention/attention_tiled.cu -- stage 02 CUDA forward rung tiled (FA2 Alg. 1, ladder/02-attention/tiled.hpp).
 //
 //   02 attention   naive -> flash (one row, online) -> tiled (blocks, FA2 loop order) -> backward  <== this file
 //
@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "attention_common.cuh"
-#include "ladder/cuda/attention_kernels.hpp"
+#include "ladder/cuda/02-attention/attention_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::attention {

@@ -1,5 +1,5 @@
 // cuda/src/02-attention/attention_tiled_wide.cu -- stage 02 CUDA forward rung tiled, the default kernel:
-// tiled_forward_wide, FA2 Alg. 1 (ladder/attention/tiled.hpp) on 64 x 64 tiles with register-tiled
+// tiled_forward_wide, FA2 Alg. 1 (ladder/02-attention/tiled.hpp) on 64 x 64 tiles with register-tiled
 // products and one barrier per pipeline stage.
 //
 //   02 attention   naive -> flash (one row, online) -> tiled (blocks, FA2 loop order) -> backward  <== this file
@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "attention_common.cuh"
-#include "ladder/cuda/attention_kernels.hpp"
+#include "ladder/cuda/02-attention/attention_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::attention {

@@ -2,9 +2,9 @@
 // f32 function copies the inputs to device buffers, runs the kernels and copies the outputs back, so tests,
 // the CLI and notebooks call a CUDA rung exactly like a reference rung (attention::ForwardFns /
 // BackwardFns). f64 is empty: fp32 kernels.
-#include "ladder/attention.hpp"
+#include "ladder/02-attention/attention.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/cuda/attention.hpp"
+#include "ladder/cuda/02-attention/attention.hpp"
 #include "ladder/cuda/device.hpp"
 
 namespace ladder::cuda {

@@ -7,7 +7,7 @@
 //   05 eplb        balanced packing -> replicate -> hierarchical | global
 //   06 disagg      step-time model -> event simulator -> KV-cache migration
 //
-// The rungs of ladder/mla.hpp are sequences of launches (cuda/src/03-mla/mla_host.cpp strings them
+// The rungs of ladder/03-mla/mla.hpp are sequences of launches (cuda/src/03-mla/mla_host.cpp strings them
 // together); every matrix product of every rung is one GEMM (cuda/src/03-mla/mla_gemm.cu: gemm_batched,
 // its split-K sum, gemm_small), and flash_mla is cuda/src/03-mla/mla_flash.cu. Around the GEMM, here:
 // RMSNorm (block per row), RoPE from a host-computed cos/sin table, the scale + safe softmax per
@@ -18,7 +18,7 @@
 #include <math.h>
 
 #include "mla_common.cuh"
-#include "ladder/cuda/mla_kernels.hpp"
+#include "ladder/cuda/03-mla/mla_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::mla {
@@ -56,7 +56,7 @@ __global__ void rms_norm_rows(float* x, const float* gain, int64_t n, int64_t ld
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) row[j] = gain[j] * (row[j] * r);
 }
 
-// Half-split RoPE (ladder/mla/layers.hpp) of x [B, heads * d]; rope [B, d] = cos for i < d/2, then sin.
+// Half-split RoPE (ladder/03-mla/layers.hpp) of x [B, heads * d]; rope [B, d] = cos for i < d/2, then sin.
 __global__ void rope_half_split(float* x, const float* rope, int64_t B, int64_t heads, int64_t d) {
   const int64_t half = d / 2, n = B * heads * half;
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {

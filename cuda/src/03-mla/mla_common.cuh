@@ -1,6 +1,6 @@
 // cuda/src/03-mla/mla_common.cuh -- stage 03: what the MLA kernels' .cu files share (mla.cu and
 // mla_gemm.cu): the grid size of a grid-stride launch. Private to cuda/src, never installed
-// (ladder/cuda/mla_kernels.hpp is the plain C++ side). Internal linkage: each .cu gets its own copy, as
+// (ladder/cuda/03-mla/mla_kernels.hpp is the plain C++ side). Internal linkage: each .cu gets its own copy, as
 // when mla.cu held both. Compiled by nvcc and, through cuda/simt, by g++.
 #pragma once
 #include <stdint.h>

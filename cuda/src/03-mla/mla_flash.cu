@@ -1,5 +1,5 @@
 // cuda/src/03-mla/mla_flash.cu -- stage 03 CUDA rung flash_mla: the fused split-KV decode kernel and the
-// combine kernel (the algorithm of ladder/mla/flash.hpp).
+// combine kernel (the algorithm of ladder/03-mla/flash.hpp).
 //
 //   03 mla         CD -> CC -> A_CC -> A_CC_ME -> AM   (+ flash_mla)       <== this file (flash_mla)
 //
@@ -51,7 +51,7 @@
 // warp-wide 128-bit loads and every 16 of S take 2: with one wavefront each (below), shared memory is
 // busy 25 % and 50 % of the FMA pipe's time.
 // Banks (CUDA C Programming Guide, shared-memory banks: word a is in bank a mod 32; a warp access is
-// one wavefront when no bank holds two different words; tests/test_03_mla_cuda.cpp computes each):
+// one wavefront when no bank holds two different words; tests/03-mla/test_mla_cuda.cpp computes each):
 //   step 1 reads: a warp holds 4 sr x 8 sc: q words kk 36 + 4 sr .. + 3 (16 consecutive words, each
 //     broadcast to 8 lanes) and tile words kk 68 + 4 sc .. + 3 (32 consecutive words): one each;
 //   step 1 copies: lane l of a warp stores dim lk = l % 8 (+ 8 w) of row lr = l / 8 (+ const), word
@@ -65,7 +65,7 @@
 //     consecutive tc (32 consecutive words): one wavefront each; the V copy stores consecutive words.
 #include <math.h>
 
-#include "ladder/cuda/mla_kernels.hpp"
+#include "ladder/cuda/03-mla/mla_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::mla {

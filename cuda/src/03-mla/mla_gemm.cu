@@ -2,7 +2,7 @@
 //
 //   03 mla         CD -> CC -> A_CC -> A_CC_ME -> AM          <== this file (the GEMM; + mla.cu, mla_flash.cu)
 //
-// Every matrix product of every rung of ladder/mla.hpp -- projections, W_UK / W_UV absorption, q.k
+// Every matrix product of every rung of ladder/03-mla/mla.hpp -- projections, W_UK / W_UV absorption, q.k
 // scores, a.V and a.c sums, AM's precomputed products -- is one GEMM: gemm_batched (a 128 x 128 output
 // tile per block, 8 x 8 outputs per thread, K in steps of 8 through double-buffered shared memory, the
 // next step's global loads in flight during this one's FMAs); for products whose
@@ -12,10 +12,10 @@
 // thread). The choice depends on the shapes only (gemm_tile, gemm_split in mla_kernels.hpp). The small
 // kernels around it (RMSNorm, RoPE, softmax, copies) are mla.cu; grid_for is mla_common.cuh.
 // Compiled by nvcc for sm_80/sm_90 and by g++ through cuda/simt, where the tests
-// (tests/test_03_mla_cuda_gemm.cpp against Eigen, test_03_mla_cuda.cpp through the rungs) run it in three
+// (tests/03-mla/test_mla_cuda_gemm.cpp against Eigen, test_mla_cuda.cpp through the rungs) run it in three
 // schedules and under TSan; this file includes no fmt (nvcc 13 cannot compile it).
 #include "mla_common.cuh"
-#include "ladder/cuda/mla_kernels.hpp"
+#include "ladder/cuda/03-mla/mla_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::mla {

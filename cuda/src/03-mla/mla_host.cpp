@@ -1,7 +1,7 @@
-// cuda/src/03-mla/mla_host.cpp -- the checked host API of the stage-03 kernels (ladder/cuda/mla.hpp) and
+// cuda/src/03-mla/mla_host.cpp -- the checked host API of the stage-03 kernels (ladder/cuda/03-mla/mla.hpp) and
 // their registry entries. Sizes are validated here (ladder::Error naming the parameter); each rung is
 // the sequence of launches of cuda/src/03-mla/*.cu that mirrors its reference in
-// ladder/mla/*.hpp step for step, with scratch in DeviceBuffers. The registry entries (backend "cuda")
+// ladder/03-mla/*.hpp step for step, with scratch in DeviceBuffers. The registry entries (backend "cuda")
 // take the references' prepare (the cache layouts are host data) -- except AM, whose absorbed matrices
 // come from the device GEMM -- and a decode that uploads, launches and downloads, so tests, the CLI and
 // notebooks call a CUDA rung exactly like a reference rung. (f64 is empty: fp32 kernels.)
@@ -9,8 +9,8 @@
 
 #include "ladder/core/registry.hpp"
 #include "ladder/cuda/device.hpp"
-#include "ladder/cuda/mla.hpp"
-#include "ladder/mla.hpp"
+#include "ladder/cuda/03-mla/mla.hpp"
+#include "ladder/03-mla/mla.hpp"
 
 namespace ladder::cuda::mla {
 namespace {

@@ -3,14 +3,14 @@
 // Each entry holds an mla::RungFns with f32 only. prepare: the reference's (the cache in the rung's
 // layout is host data built at prefill; CD's decompressed K and V included) except AM, whose absorbed
 // matrices come from the device GEMM (ladder::cuda::mla::absorb_weights). decode: uploads the
-// weights, the step and the prepared cache, runs the rung of ladder/cuda/mla.hpp, downloads u and
+// weights, the step and the prepared cache, runs the rung of ladder/cuda/03-mla/mla.hpp, downloads u and
 // scores / attn or lse. Cost: the reference formulas (same algorithm, same FLOPs and cache bytes).
 #include <cmath>
 
 #include "ladder/core/registry.hpp"
 #include "ladder/cuda/device.hpp"
-#include "ladder/cuda/mla.hpp"
-#include "ladder/mla.hpp"
+#include "ladder/cuda/03-mla/mla.hpp"
+#include "ladder/03-mla/mla.hpp"
 
 namespace ladder::cuda {
 namespace {
@@ -37,7 +37,7 @@ struct DeviceModel {
   }
 };
 
-// cos / sin of q_pos[b] w_i, i < rope/2, angles in double as ladder/mla/layers.hpp forms them.
+// cos / sin of q_pos[b] w_i, i < rope/2, angles in double as ladder/03-mla/layers.hpp forms them.
 std::vector<float> rope_table(const ref::Config& c, const std::vector<int64_t>& q_pos) {
   const int64_t d = c.qk_rope, half = d / 2;
   std::vector<float> t(q_pos.size() * size_t(d));

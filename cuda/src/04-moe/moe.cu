@@ -7,7 +7,7 @@
 //   05 eplb        balanced packing -> replicate -> hierarchical | global
 //   06 disagg      step-time model -> event simulator -> KV-cache migration
 //
-// The same algorithm as ladder/moe/{gate,dispatch,sorted}.hpp:
+// The same algorithm as ladder/04-moe/{gate,dispatch,sorted}.hpp:
 //   gate:      one 32-thread block per token; threads compute the E logits (each a dot product in
 //              d order, as gate_logits does) and scores into shared memory; after the barrier thread 0
 //              runs the selection (group scores, keep topk_group groups, top-k; strict > so the lower
@@ -20,7 +20,7 @@
 //              independent of thread order.
 //   combine:   block per token, threads over D, the k rows gathered back through `inverse` in j order.
 // The checked host API and the pipeline are in moe_host.cpp (fmt lives there, not here).
-#include "ladder/cuda/moe_kernels.hpp"
+#include "ladder/cuda/04-moe/moe_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::moe {

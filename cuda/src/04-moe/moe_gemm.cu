@@ -6,7 +6,7 @@
 // block per tile walks K in steps of 16 through shared memory: load A and B tiles, barrier, 16
 // multiply-adds per thread, barrier (the next load must not overwrite a tile still being read).
 // Rows past sum(group_sizes) are zeroed by a second kernel (ragged_dot's contract).
-#include "ladder/cuda/moe_kernels.hpp"
+#include "ladder/cuda/04-moe/moe_kernels.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::moe {

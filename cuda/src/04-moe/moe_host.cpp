@@ -1,11 +1,11 @@
-// cuda/src/04-moe/moe_host.cpp -- the checked host API of the stage-04 kernels (ladder/cuda/moe.hpp): sizes
+// cuda/src/04-moe/moe_host.cpp -- the checked host API of the stage-04 kernels (ladder/cuda/04-moe/moe.hpp): sizes
 // validated with ladder::Error, scratch allocated, the grouped GEMM's tile list scheduled, then the
 // launches of moe.cu and moe_gemm.cu.
 #include <algorithm>
 
 #include "ladder/core/error.hpp"
 #include "ladder/cuda/device.hpp"
-#include "ladder/cuda/moe.hpp"
+#include "ladder/cuda/04-moe/moe.hpp"
 
 namespace ladder::cuda::moe {
 

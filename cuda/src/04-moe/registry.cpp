@@ -1,11 +1,11 @@
 // cuda/src/04-moe/registry.cpp -- the stage-04 CUDA rungs in the registry (backend "cuda"): gate
 // (moe::GateFns, f32 only) and dropless (moe::LayerFns, f32 only). Each uploads its inputs, runs the
-// kernels of ladder/cuda/moe.hpp and downloads the result. Cost: the reference formulas (same
+// kernels of ladder/cuda/04-moe/moe.hpp and downloads the result. Cost: the reference formulas (same
 // algorithm, same FLOPs).
 #include "ladder/core/registry.hpp"
 #include "ladder/cuda/device.hpp"
-#include "ladder/cuda/moe.hpp"
-#include "ladder/moe.hpp"
+#include "ladder/cuda/04-moe/moe.hpp"
+#include "ladder/04-moe/moe.hpp"
 
 namespace ladder::cuda {
 namespace {

@@ -7,7 +7,7 @@
 //   05 eplb        balanced packing -> replicate -> hierarchical | global        <== this file (data plane)
 //   06 disagg      step-time model -> event simulator -> KV-cache migration
 //
-// The balancer (ladder/eplb.hpp, after DeepSeek's eplb.py) runs on the host every few minutes; the GPU
+// The balancer (ladder/05-eplb/eplb.hpp, after DeepSeek's eplb.py) runs on the host every few minutes; the GPU
 // side of it is two small kernels that run every step:
 //   (a) load counting: counts[e] = number of routed (token, expert) pairs with expert e, from the
 //       gate's top-k ids -- the statistics EPLB's `weight` is summed from.
@@ -16,11 +16,11 @@
 //       __syncthreads are what make it correct (zeroed before counting, complete before flushing).
 //   (b) replica mapping: pair (t, j) with expert e goes to slot log2phy[e][t % logcnt[e]].
 // Integer atomics commute, so every schedule of threads gives the same counts: the results are
-// compared exactly with the CPU loops in ladder/eplb/dispatch.hpp. Compiled by nvcc for sm_80/sm_90
+// compared exactly with the CPU loops in ladder/05-eplb/dispatch.hpp. Compiled by nvcc for sm_80/sm_90
 // and by g++ through cuda/simt, where the tests run it under forward, reverse and random schedules.
 // The checked host API (ladder::Error on bad sizes) is in eplb_host.cpp: this file includes no
 // fmt-based header, because nvcc cannot compile fmt's consteval format strings.
-#include "ladder/cuda/eplb.hpp"
+#include "ladder/cuda/05-eplb/eplb.hpp"
 #include "simt.hpp"
 
 namespace ladder::cuda::eplb {

@@ -1,7 +1,7 @@
-// cuda/src/05-eplb/eplb_host.cpp -- the checked host API of the stage-05 kernels (ladder/cuda/eplb.hpp):
+// cuda/src/05-eplb/eplb_host.cpp -- the checked host API of the stage-05 kernels (ladder/cuda/05-eplb/eplb.hpp):
 // sizes are validated here, with ladder::Error naming the parameter, then cuda/src/05-eplb/eplb.cu launches.
 #include "ladder/core/error.hpp"
-#include "ladder/cuda/eplb.hpp"
+#include "ladder/cuda/05-eplb/eplb.hpp"
 
 namespace ladder::cuda::eplb {
 namespace {

@@ -1,7 +1,7 @@
 // ref/src/01-softmax/contract.cpp -- stage 01's case contract (core/contract.hpp), beside its registry.
 #include "ladder/core/contract.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/softmax.hpp"
+#include "ladder/01-softmax/softmax.hpp"
 
 namespace ladder {
 

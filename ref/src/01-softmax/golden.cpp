@@ -12,8 +12,8 @@
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/core/rng.hpp"
-#include "ladder/golden_cases.hpp"
-#include "ladder/softmax.hpp"
+#include "ladder/01-softmax/golden_cases.hpp"
+#include "ladder/01-softmax/softmax.hpp"
 
 namespace ladder::softmax {
 namespace {

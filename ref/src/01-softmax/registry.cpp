@@ -1,7 +1,7 @@
 // ref/src/01-softmax/registry.cpp -- stage 01 reference rungs in the registry.
 #include "ladder/core/registry.hpp"
-#include "ladder/softmax.hpp"
-#include "ladder/softmax_vec.hpp"
+#include "ladder/01-softmax/softmax.hpp"
+#include "ladder/01-softmax/softmax_vec.hpp"
 
 namespace ladder {
 

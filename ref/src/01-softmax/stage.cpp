@@ -1,6 +1,6 @@
 // ref/src/01-softmax/stage.cpp -- stage 01's one declaration (ladder/core/stage.hpp).
 #include "ladder/core/stage.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/01-softmax/golden_cases.hpp"
 
 namespace ladder {
 void register_softmax(Registry& r);  // registry.cpp
@@ -19,7 +19,7 @@ Stage stage_01_softmax() {
   s.golden_cases = &softmax::golden_case_names;
   s.write_golden_case = &softmax::write_golden_case;
   s.cuda_rungs = true;
-  s.bench = {"01_softmax"};
+  s.bench = true;
   return s;
 }
 

@@ -1,5 +1,5 @@
 // ref/src/02-attention/contract.cpp -- stage 02's case contract (core/contract.hpp), beside its registry.
-#include "ladder/attention.hpp"
+#include "ladder/02-attention/attention.hpp"
 #include "ladder/core/contract.hpp"
 #include "ladder/core/registry.hpp"
 

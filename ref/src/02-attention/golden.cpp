@@ -6,13 +6,13 @@
 // See attention/golden.hpp for what is stored.
 #include <map>
 
-#include "ladder/attention.hpp"
-#include "ladder/attention/golden.hpp"
+#include "ladder/02-attention/attention.hpp"
+#include "ladder/02-attention/golden.hpp"
 #include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/core/rng.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/02-attention/golden_cases.hpp"
 
 namespace ladder::attention {
 namespace {

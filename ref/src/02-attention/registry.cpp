@@ -2,7 +2,7 @@
 //
 // Forward rungs store attention::ForwardFns, backward rungs attention::BackwardFns (attention.hpp).
 // Cost shape: {B, H, Nq, Nk, d[, causal]}; bytes at fp32; tiled rungs with default_tiles<float>(d).
-#include "ladder/attention.hpp"
+#include "ladder/02-attention/attention.hpp"
 #include "ladder/core/registry.hpp"
 
 namespace ladder {

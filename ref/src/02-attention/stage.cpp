@@ -1,6 +1,6 @@
 // ref/src/02-attention/stage.cpp -- stage 02's one declaration (ladder/core/stage.hpp).
 #include "ladder/core/stage.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/02-attention/golden_cases.hpp"
 
 namespace ladder {
 void register_attention(Registry& r);  // registry.cpp
@@ -19,7 +19,7 @@ Stage stage_02_attention() {
   s.golden_cases = &attention::golden_case_names;
   s.write_golden_case = &attention::write_golden_case;
   s.cuda_rungs = true;
-  s.bench = {"02_attention"};
+  s.bench = true;
   return s;
 }
 

@@ -1,6 +1,6 @@
 // attention_tile_ops.cpp -- the one instantiation of the tiled rungs' tile products (float, double);
-// see ladder/attention/tile_ops.hpp.
-#include "ladder/attention/tile_ops.hpp"
+// see ladder/02-attention/tile_ops.hpp.
+#include "ladder/02-attention/tile_ops.hpp"
 
 namespace ladder::attention::tile {
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "ladder/core/contract.hpp"
-#include "ladder/mla.hpp"
+#include "ladder/03-mla/mla.hpp"
 
 namespace ladder {
 namespace {

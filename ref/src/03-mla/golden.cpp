@@ -1,15 +1,15 @@
-// ref/src/03-mla/golden.cpp -- stage 03 golden cases (data/golden/03-mla/<case>/); layout in ladder/mla/golden.hpp.
+// ref/src/03-mla/golden.cpp -- stage 03 golden cases (data/golden/03-mla/<case>/); layout in ladder/03-mla/golden.hpp.
 //
 // Cache lengths 1, 63, 64, 65 (one page, one row short of it, exactly full, one row into a second
 // page) and 1000 (16 pages, shuffled), and a batch of four sequences of different lengths with a
 // shuffled block table and spare NaN pages (flash_mla's paged path; the other rungs gather it).
-#include "ladder/mla/golden.hpp"
+#include "ladder/03-mla/golden.hpp"
 
 #include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
-#include "ladder/golden_cases.hpp"
-#include "ladder/mla.hpp"
+#include "ladder/03-mla/golden_cases.hpp"
+#include "ladder/03-mla/mla.hpp"
 
 namespace ladder::mla {
 namespace fs = std::filesystem;
@@ -200,6 +200,8 @@ void write_golden_case(const std::string& name, const fs::path& dir, bool whole)
   j["spare_blocks"] = c.spec.spare_blocks;
   j["oracle"] = "CD at float64 on the float32 inputs; lse = log sum_j e^{scores_j}, j < L_b; the attention "
                 "weights are softmax(scores) over j < L_b (not stored: recompute them in float64)";
+  // The header path as the committed case.json files spell it (the header is now ladder/03-mla/synthetic.hpp; the
+  // goldens stay byte-identical until the next change of their contents rewrites them).
   j["input"] = "mla::make_inputs (ladder/mla/synthetic.hpp): h ~ N(0, 1), cache rows = kv_entries of N(0, 1) "
                "history, the last row from h itself; q_pos = L - 1";
   j["files"] = {"h.npy", "q_pos.npy", "seqlens.npy", "block_table.npy", "blocks.npy",

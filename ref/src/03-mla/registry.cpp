@@ -3,7 +3,7 @@
 // Every rung stores an mla::RungFns (mla.hpp): prepare + decode at float and double. Cost shape:
 // mla::cost_shape(cfg, B, L, elem_bytes) = {B, L, elem_bytes, hidden, H, q_lora, kv_lora, nope, rope, v}.
 #include "ladder/core/registry.hpp"
-#include "ladder/mla.hpp"
+#include "ladder/03-mla/mla.hpp"
 
 namespace ladder {
 

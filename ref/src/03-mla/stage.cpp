@@ -1,6 +1,6 @@
 // ref/src/03-mla/stage.cpp -- stage 03's one declaration (ladder/core/stage.hpp).
 #include "ladder/core/stage.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/03-mla/golden_cases.hpp"
 
 namespace ladder {
 void register_mla(Registry& r);  // registry.cpp
@@ -19,7 +19,7 @@ Stage stage_03_mla() {
   s.golden_cases = &mla::golden_case_names;
   s.write_golden_case = &mla::write_golden_case;
   s.cuda_rungs = true;
-  s.bench = {"03_mla"};
+  s.bench = true;
   return s;
 }
 

@@ -13,12 +13,12 @@
 
 #include "ladder/core/contract.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/moe.hpp"
-#include "ladder/moe/golden.hpp"
+#include "ladder/04-moe/moe.hpp"
+#include "ladder/04-moe/golden.hpp"
 
 namespace ladder {
 
-// The fp64 oracle of a case (declared in ladder/moe/golden.hpp): here beside the contract, so that
+// The fp64 oracle of a case (declared in ladder/04-moe/golden.hpp): here beside the contract, so that
 // what reads case folders (the CLI, the Python module, the fuzz targets) needs no golden writer.
 namespace moe {
 GoldenOutputs golden_outputs(const GoldenCase& g) {
@@ -207,6 +207,19 @@ Tensors run_rung_04(const Rung& r, const Tensors& in, const nlohmann::json& p, D
 }
 
 }  // namespace
+
+namespace moe {
+GoldenCase load_case(const std::filesystem::path& dir) {
+  const CaseFolder cf = read_case(contract("04-moe"), dir);
+  GoldenCase g = layer_of(cf.inputs, cf.params);
+  g.name = cf.manifest.value("case", "");
+  g.description = cf.manifest.value("description", "");
+  g.seed = cf.manifest.value("seed", uint64_t{0});
+  // The ep_sharded rung's shard count: a layout of that rung, not a param of the layer.
+  if (cf.manifest.contains("options")) g.options.shards = cf.manifest.at("options").value("shards", g.options.shards);
+  return g;
+}
+}  // namespace moe
 
 // The stage's case contract, named by its id (its Stage record and the fuzz targets' list use it).
 namespace stage_records {

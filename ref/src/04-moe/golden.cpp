@@ -1,7 +1,7 @@
 // ref/src/04-moe/golden.cpp -- stage 04 golden cases (data/golden/04-moe/<case>/).
 //
 // "model": the weights of a 16-expert model (D = 97, F = 61, one shared expert Fs = 61) as float32;
-// the E = 8 cases use its first 8 experts (ladder/moe/synthetic.hpp draws each expert from its own
+// the E = 8 cases use its first 8 experts (ladder/04-moe/synthetic.hpp draws each expert from its own
 // stream). Every other case: x.npy and bias.npy (float32 inputs), and from the fp64 references on
 // those float32 values: topk_idx, topk_weight (gate<double>), group_sizes and sort_idx (the stable
 // sort), y (dense_loop<double>, THE ORACLE; for a dropping case restricted to its kept mask), and for
@@ -12,9 +12,9 @@
 #include "ladder/core/contract.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
-#include "ladder/golden_cases.hpp"
-#include "ladder/moe.hpp"
-#include "ladder/moe/golden.hpp"
+#include "ladder/04-moe/golden_cases.hpp"
+#include "ladder/04-moe/moe.hpp"
+#include "ladder/04-moe/golden.hpp"
 
 namespace ladder::moe {
 namespace {
@@ -92,6 +92,7 @@ void write_model(const std::filesystem::path& dir) {
                                    {{"weights", "<f4"}}, "none (model weights)");
   j["case"] = "model";
   j["description"] = "a 16-expert model, D = 97, F = 61, one shared expert Fs = 61; E = 8 cases use experts 0-7";
+  // The header path as the committed case.json spells it (now ladder/04-moe/synthetic.hpp; byte-identical goldens).
   j["input"] = "moe::make_weights (ladder/moe/synthetic.hpp): dyadic values, expert e from Rng(seed + 1 + e)";
   // The cases name this folder as their "model": `ladder check` reads the weights from here, checked
   // against this digest (ref/src/case_folder.cpp).

@@ -1,9 +1,9 @@
-// ref/src/04-moe/registry.cpp -- the stage-04 reference rungs in the registry (ladder/moe.hpp).
+// ref/src/04-moe/registry.cpp -- the stage-04 reference rungs in the registry (ladder/04-moe/moe.hpp).
 //
 // gate stores moe::GateFns; the layer rungs store moe::LayerFns (f32 at kernel precision, f64 the
-// same algorithm in double; dense_loop<double> is the oracle). Costs: ladder/moe/cost.hpp, shape
+// same algorithm in double; dense_loop<double> is the oracle). Costs: ladder/04-moe/cost.hpp, shape
 // {T, D, F, E, k, Fs}.
-#include "ladder/moe.hpp"
+#include "ladder/04-moe/moe.hpp"
 
 namespace ladder {
 namespace {

@@ -1,6 +1,6 @@
 // ref/src/04-moe/stage.cpp -- stage 04's one declaration (ladder/core/stage.hpp).
 #include "ladder/core/stage.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/04-moe/golden_cases.hpp"
 
 namespace ladder {
 void register_moe(Registry& r);  // registry.cpp
@@ -19,7 +19,7 @@ Stage stage_04_moe() {
   s.golden_cases = &moe::golden_case_names;
   s.write_golden_case = &moe::write_golden_case;
   s.cuda_rungs = true;
-  s.bench = {"04_moe"};
+  s.bench = true;
   return s;
 }
 

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "ladder/core/contract.hpp"
-#include "ladder/eplb.hpp"
-#include "ladder/eplb/rungs.hpp"
+#include "ladder/05-eplb/eplb.hpp"
+#include "ladder/05-eplb/rungs.hpp"
 
 namespace ladder {
 namespace {

@@ -3,7 +3,7 @@
 // Each case is one rung applied to one weight matrix: weight.npy (float64 token counts, integers so
 // every division and comparison is exact) and the rung's outputs (int64, names as in eplb::Outputs),
 // computed through the registry entry of that rung. Comparison is exact: EPLB maps are integers, and
-// ties are specified (stable sort, lowest index wins; ladder/eplb/algorithm.hpp).
+// ties are specified (stable sort, lowest index wins; ladder/05-eplb/algorithm.hpp).
 #include <map>
 
 #include "ladder/core/contract.hpp"
@@ -11,8 +11,8 @@
 #include "ladder/core/npy.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/core/rng.hpp"
-#include "ladder/eplb.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/05-eplb/eplb.hpp"
+#include "ladder/05-eplb/golden_cases.hpp"
 
 namespace ladder::eplb {
 namespace {

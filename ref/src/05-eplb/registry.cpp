@@ -1,6 +1,6 @@
-// ref/src/05-eplb/registry.cpp -- registers the four stage-05 EPLB rungs (ladder/eplb.hpp).
+// ref/src/05-eplb/registry.cpp -- registers the four stage-05 EPLB rungs (ladder/05-eplb/eplb.hpp).
 //
-// Every rung stores an eplb::RungFn (ladder/eplb/rungs.hpp: weight [L, n] fp64, Config -> named int64
+// Every rung stores an eplb::RungFn (ladder/05-eplb/rungs.hpp: weight [L, n] fp64, Config -> named int64
 // outputs; the arithmetic inside is eplb.py's float32), so the tests, the golden writer and the CLI run
 // all rungs through this table.
 //
@@ -8,8 +8,8 @@
 // performs and bytes are the fp64 weights read plus the int64 maps written. The -1 padding of log2phy
 // (L * n * max_cnt entries, max_cnt data-dependent) is not in the formula: only its R real entries per
 // layer are. Comparisons (argmax, lightest pack) are not counted as flops.
-#include "ladder/eplb.hpp"
-#include "ladder/eplb/rungs.hpp"
+#include "ladder/05-eplb/eplb.hpp"
+#include "ladder/05-eplb/rungs.hpp"
 
 namespace ladder {
 namespace {

@@ -1,6 +1,6 @@
 // ref/src/05-eplb/stage.cpp -- stage 05's one declaration (ladder/core/stage.hpp).
 #include "ladder/core/stage.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/05-eplb/golden_cases.hpp"
 
 namespace ladder {
 void register_eplb(Registry& r);  // registry.cpp
@@ -20,7 +20,7 @@ Stage stage_05_eplb() {
   // every case is written whole (no sampled arrays)
   s.write_golden_case = [](const std::string& n, const std::filesystem::path& d, bool) { eplb::write_golden_case(n, d); };
   s.cuda_rungs = false;  // its CUDA kernels are the data plane (cuda/src/05-eplb), not rungs
-  s.bench = {};
+  s.bench = false;
   return s;
 }
 

@@ -1,9 +1,9 @@
 // ref/src/06-disagg/cases.cpp -- stage 06: golden setups, grids and the reproduce identities.
 #include <cmath>
 
-#include "ladder/disagg/analytic.hpp"
-#include "ladder/disagg/golden.hpp"
-#include "ladder/disagg/presets.hpp"
+#include "ladder/06-disagg/analytic.hpp"
+#include "ladder/06-disagg/golden.hpp"
+#include "ladder/06-disagg/presets.hpp"
 
 namespace ladder::disagg {
 namespace {

@@ -1,10 +1,10 @@
-// ref/src/06-disagg/config.cpp -- stage 06: configs and data files (ladder/disagg/config.hpp).
+// ref/src/06-disagg/config.cpp -- stage 06: configs and data files (ladder/06-disagg/config.hpp).
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
-#include "ladder/core/golden.hpp"
-#include "ladder/disagg/config.hpp"
+#include "ladder/core/json.hpp"
+#include "ladder/06-disagg/config.hpp"
 
 namespace ladder::disagg {
 namespace fs = std::filesystem;

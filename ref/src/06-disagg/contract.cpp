@@ -3,7 +3,7 @@
 //   06 disagg   step-time model -> [event simulator] -> KV-cache migration
 //
 // The user's own request list (arrival time, prompt and output lengths) through the event simulator
-// (ladder/disagg/simulator.hpp) on one placement: per-request TTFT, TPOT, finish time, the workers that
+// (ladder/06-disagg/simulator.hpp) on one placement: per-request TTFT, TPOT, finish time, the workers that
 // served it and whether it met both SLOs. The setup is the case's params; everything the simulator
 // needs is in them (no data/ file is read), so a case folder is self-contained.
 // Every output is exact: the simulator is deterministic (events ordered by time then creation, no
@@ -18,9 +18,9 @@
 
 #include "ladder/core/contract.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/disagg/presets.hpp"
-#include "ladder/disagg/rungs.hpp"
-#include "ladder/disagg/simulator.hpp"
+#include "ladder/06-disagg/presets.hpp"
+#include "ladder/06-disagg/rungs.hpp"
+#include "ladder/06-disagg/simulator.hpp"
 
 namespace ladder::disagg {
 namespace {

@@ -12,9 +12,9 @@
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/disagg/golden.hpp"
-#include "ladder/disagg/presets.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/06-disagg/golden.hpp"
+#include "ladder/06-disagg/presets.hpp"
+#include "ladder/06-disagg/golden_cases.hpp"
 
 namespace ladder::disagg {
 namespace {

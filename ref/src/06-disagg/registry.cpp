@@ -1,11 +1,11 @@
-// ref/src/06-disagg/registry.cpp -- registers the stage-06 rungs (ladder/disagg/rungs.hpp).
+// ref/src/06-disagg/registry.cpp -- registers the stage-06 rungs (ladder/06-disagg/rungs.hpp).
 //
 // Costs: the simulator's work is events, not tensors. Its cost shape is {requests, output_tokens,
 // in_flight}: flops = requests x output_tokens (one context update per generated token), bytes = the
 // per-request state it keeps, O(in-flight) and not O(requests) (sizeof RequestRecord + slot overhead).
 // The step models cost a few dozen flops per call.
 #include "ladder/core/registry.hpp"
-#include "ladder/disagg/rungs.hpp"
+#include "ladder/06-disagg/rungs.hpp"
 
 namespace ladder {
 namespace {

@@ -1,9 +1,9 @@
-// ref/src/06-disagg/roofline.cpp -- stage 06: the roofline step-time model (ladder/disagg/roofline.hpp).
+// ref/src/06-disagg/roofline.cpp -- stage 06: the roofline step-time model (ladder/06-disagg/roofline.hpp).
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "ladder/disagg/roofline.hpp"
+#include "ladder/06-disagg/roofline.hpp"
 
 namespace ladder::disagg {
 namespace {

@@ -1,6 +1,6 @@
 // ref/src/06-disagg/stage.cpp -- stage 06's one declaration (ladder/core/stage.hpp).
 #include "ladder/core/stage.hpp"
-#include "ladder/golden_cases.hpp"
+#include "ladder/06-disagg/golden_cases.hpp"
 
 namespace ladder {
 void register_disagg(Registry& r);  // registry.cpp
@@ -19,7 +19,7 @@ Stage stage_06_disagg() {
   s.golden_cases = &disagg::golden_case_names;
   s.write_golden_case = &disagg::write_golden_case;
   s.cuda_rungs = false;
-  s.bench = {"06_disagg"};
+  s.bench = true;
   return s;
 }
 

@@ -13,7 +13,7 @@
 #include "ladder/core/registry.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/core/timing.hpp"
-#include "ladder/softmax.hpp"
+#include "ladder/01-softmax/softmax.hpp"
 
 namespace ladder::cli {
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "ladder/attention.hpp"
-#include "ladder/core/golden.hpp"
+#include "ladder/02-attention/attention.hpp"
+#include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/core/timing.hpp"
 

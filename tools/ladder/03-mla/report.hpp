@@ -14,7 +14,7 @@
 #include <string>
 
 #include "cli.hpp"
-#include "ladder/mla.hpp"
+#include "ladder/03-mla/mla.hpp"
 
 namespace ladder::cli::mla_report {
 

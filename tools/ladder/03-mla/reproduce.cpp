@@ -12,9 +12,9 @@
 
 #include "ladder/core/compare.hpp"
 #include "ladder/core/contract.hpp"
-#include "ladder/core/golden.hpp"
+#include "ladder/core/json.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/mla/golden.hpp"
+#include "ladder/03-mla/golden.hpp"
 #include "report.hpp"
 
 namespace ladder::cli {

@@ -1,6 +1,6 @@
 // tools/ladder/04-moe/reproduce.cpp -- `ladder reproduce 04-moe`.
 //
-// Stage 04 (gate -> sort -> ragged dot -> unsort + combine). Recomputes, with ladder/moe.hpp, the
+// Stage 04 (gate -> sort -> ragged dot -> unsort + combine). Recomputes, with ladder/04-moe/moe.hpp, the
 // numbers the sources print (data/papers/04-moe.json, the single place they are written down):
 //   * Huawei A2 (the Huawei report): rows per expert per decode step 72 x 2 x 8 x 32 / 256 = 144 -- the formula,
 //     and the mean group size of the stable sort on a routed decode step of that size;
@@ -26,10 +26,10 @@
 #include <regex>
 
 #include "cli.hpp"
-#include "ladder/core/golden.hpp"
+#include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/core/timing.hpp"
-#include "ladder/moe.hpp"
+#include "ladder/04-moe/moe.hpp"
 
 namespace ladder::cli {
 namespace {
@@ -111,7 +111,7 @@ CommCount count_ep_rows(const moe::Weights<double>& w, const Mat<double>& x, Ind
   std::vector<Index> a2a(static_cast<size_t>(P), 0);                    // rows a card receives
   std::vector<std::set<Index>> gathered(static_cast<size_t>(N)), routed(static_cast<size_t>(N));
   for (Index s = 0; s < P; ++s) {
-    // The rung's own permutation for shard s (ladder/moe/dispatch.hpp sort_for_shard): its rows first,
+    // The rung's own permutation for shard s (ladder/04-moe/dispatch.hpp sort_for_shard): its rows first,
     // every other assignment after them (ragged_dot leaves those rows zero).
     const moe::Permutation p = moe::sort_for_shard(ro.topk_idx, E, P, s);
     Index rows = 0;
@@ -334,7 +334,7 @@ void measured_section(Report& r, const ReproduceContext& ctx, const Registry& re
                      ctx.quick ? " (--quick: the golden model's shape)" : ""));
   r.block(t);
   r.line(fmt::format("dense fallback / dense loop time: {:.2f}x (Cost predicts {:.2f}x). These references are "
-                     "written to be read, not to be fast; bench/04_moe.cpp measures the ragged dot against Eigen's "
+                     "written to be read, not to be fast; bench/04-moe/bench.cpp measures the ragged dot against Eigen's "
                      "GEMM at DeepSeek-V3 expert shapes.",
                      t_fallback / t_loop, moe::fallback_cost(s).flops / moe::routed_cost(s, false).flops));
 }

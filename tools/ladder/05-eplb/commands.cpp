@@ -16,9 +16,9 @@
 #include "cli.hpp"
 #include "report.hpp"
 #include "ladder/core/contract.hpp"
-#include "ladder/core/golden.hpp"
+#include "ladder/core/json.hpp"
 #include "ladder/core/npy.hpp"
-#include "ladder/eplb.hpp"
+#include "ladder/05-eplb/eplb.hpp"
 
 namespace ladder::cli {
 namespace {

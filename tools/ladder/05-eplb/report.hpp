@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "ladder/eplb.hpp"
+#include "ladder/05-eplb/eplb.hpp"
 
 namespace ladder::cli::eplb_report {
 

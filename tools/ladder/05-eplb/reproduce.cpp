@@ -1,6 +1,6 @@
 // tools/ladder/05-eplb/reproduce.cpp -- `ladder reproduce 05-eplb`.
 //
-// Recomputes with ladder/eplb.hpp the numbers the EPLB sources print (data/papers/05-eplb.json): the
+// Recomputes with ladder/05-eplb/eplb.hpp the numbers the EPLB sources print (data/papers/05-eplb.json): the
 // README example (exact), its global-policy variant, the EPLB code reading's worked example (its
 // intermediate tables and the 8 per-GPU totals), then runs DeepSeek-V3-scale placements on a seeded
 // Zipf-skewed load: imbalance before and after, a lower bound, and the measured rebalance time.
@@ -12,10 +12,10 @@
 
 #include "cli.hpp"
 #include "report.hpp"
-#include "ladder/core/golden.hpp"
+#include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/core/timing.hpp"
-#include "ladder/eplb.hpp"
+#include "ladder/05-eplb/eplb.hpp"
 
 namespace ladder::cli {
 namespace {

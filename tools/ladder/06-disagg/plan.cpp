@@ -14,12 +14,12 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "ladder/core/golden.hpp"
-#include "ladder/deploy/balance.hpp"
-#include "ladder/deploy/memory.hpp"
-#include "ladder/deploy/mtp.hpp"
-#include "ladder/deploy/overlap.hpp"
-#include "ladder/deploy/traffic.hpp"
+#include "ladder/core/json.hpp"
+#include "ladder/06-disagg/deploy/balance.hpp"
+#include "ladder/06-disagg/deploy/memory.hpp"
+#include "ladder/06-disagg/deploy/mtp.hpp"
+#include "ladder/06-disagg/deploy/overlap.hpp"
+#include "ladder/06-disagg/deploy/traffic.hpp"
 #include "reproduce.hpp"
 
 namespace ladder::cli {
@@ -141,7 +141,7 @@ std::string mtp_table(bool quick) {
   const nlohmann::json pj = read_json(disagg06::data_root() / "papers" / "06-disagg.json");
   std::map<std::string, double> printed;
   for (const auto& e : pj.at("entries")) printed[e.at("id").get<std::string>()] = e.at("value").get<double>();
-  // The same step model in a step-by-step decode of 2K-in / 2K-out requests (ladder/deploy/balance.hpp):
+  // The same step model in a step-by-step decode of 2K-in / 2K-out requests (ladder/06-disagg/deploy/balance.hpp):
   // 1 + 1 rows per request, each request emits 1 + accepted tokens, drawn with the project's Rng.
   Layout base_l = L;
   base_l.work.context = 1;
@@ -172,7 +172,7 @@ std::string mtp_table(bool quick) {
                     "cost; the report's MLA reaches 55-60% of peak, Sec. 6.1), so our absolute tokens/s are an upper "
                     "bound; the ratios between acceptance rates are the identity's.\n\n",
                     report_step / t_step);
-  // The verify rung's statistical check, the same as the test's (tests/test_06_mtp.cpp).
+  // The verify rung's statistical check, the same as the test's (tests/06-disagg/test_mtp.cpp).
   const Dist p = {0.30, 0.05, 0.20, 0.0, 0.15, 0.10, 0.12, 0.08}, q = {0.10, 0.25, 0.05, 0.20, 0.15, 0.05, 0.10, 0.10};
   const int64_t n = quick ? 100000 : 400000;
   md += fmt::format("Verify rung, one draft from q, first emitted token vs p (8 tokens, one with p = 0, {} samples, seed 7; critical "

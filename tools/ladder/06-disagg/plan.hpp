@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "ladder/deploy/layout.hpp"
+#include "ladder/06-disagg/deploy/layout.hpp"
 
 namespace ladder::cli::deploy06 {
 

@@ -1,7 +1,7 @@
 // tools/ladder/06-disagg/reproduce.cpp -- `ladder reproduce 06-disagg`.
 //
 // Everything is computed here from the sources' inputs (the papers' printed values, for comparison
-// only, are in data/papers/06-disagg.json and ladder/disagg/golden.hpp's identities):
+// only, are in data/papers/06-disagg.json and ladder/06-disagg/golden.hpp's identities):
 //   1. DistServe Fig. 1: colocated vs 2P1D per-GPU goodput on data/disagg/distserve-fig1.json, and what
 //      chunked prefill (Sarathi-Serve) does to the colocated worker's TTFT / TPOT attainment;
 //   2. M/D/1: the formula vs the simulator for one prefill worker at several utilisations;
@@ -13,8 +13,8 @@
 
 #include "cli.hpp"
 #include "plan.hpp"
-#include "ladder/disagg/golden.hpp"
-#include "ladder/disagg/presets.hpp"
+#include "ladder/06-disagg/golden.hpp"
+#include "ladder/06-disagg/presets.hpp"
 #include "reproduce.hpp"
 
 namespace ladder::cli {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "ladder/disagg.hpp"
-#include "ladder/disagg/rungs.hpp"
+#include "ladder/06-disagg/disagg.hpp"
+#include "ladder/06-disagg/rungs.hpp"
 
 namespace ladder::cli::disagg06 {
 

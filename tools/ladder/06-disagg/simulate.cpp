@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "ladder/disagg/invariants.hpp"
+#include "ladder/06-disagg/invariants.hpp"
 #include "reproduce.hpp"
 
 namespace ladder::cli {

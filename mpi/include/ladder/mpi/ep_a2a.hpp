@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "ladder/moe/dispatch.hpp"
-#include "ladder/moe/sorted.hpp"
+#include "ladder/04-moe/dispatch.hpp"
+#include "ladder/04-moe/sorted.hpp"
 #include "ladder/mpi/comm.hpp"
 
 namespace ladder::ep {

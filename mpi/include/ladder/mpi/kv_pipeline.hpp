@@ -7,7 +7,7 @@
 // Model: a stack of `layers` MLA layers of stage 03 (small_config, seeded weights; layer 0's seed is
 // the configuration's, so one layer is the original single-layer pipeline). Prompt b has L_b tokens with
 // hidden states x^0 ~ N(0, 1) drawn from its own seed; layer l writes its cache rows [c^KV normed | k^R
-// roped] = kv_entries(W_l, x^l, 0..L_b-1) (stage 03, ladder/mla/layers.hpp), and, when a layer follows,
+// roped] = kv_entries(W_l, x^l, 0..L_b-1) (stage 03, ladder/03-mla/layers.hpp), and, when a layer follows,
 // x^{l+1} = x^l + u^l with u^l the layer's causal attention over the prompt: flash_mla with one query per
 // token j over rows 0..j (the same arithmetic a decode step at position j does). Decode step t of prompt
 // b draws the new token's x^0 from the seed of (b, t); each layer appends its own row at position L_b + t
@@ -27,7 +27,7 @@
 
 #include "ladder/core/error.hpp"
 #include "ladder/core/rng.hpp"
-#include "ladder/mla.hpp"
+#include "ladder/03-mla/mla.hpp"
 #include "ladder/mpi/tp_shard.hpp"
 
 namespace ladder::kvmig {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ladder/core/error.hpp"
-#include "ladder/mla.hpp"
+#include "ladder/03-mla/mla.hpp"
 
 namespace ladder::tp {
 

@@ -1,6 +1,6 @@
 // ladder/core/contract.hpp -- one case contract per stage: what goes in, what comes out, how it is judged.
 //
-// The contract is declared once, beside the stage's registry (ref/src/NN_stage_contract.cpp), and is
+// The contract is declared once, in the stage's folder (ref/src/NN-name/contract.cpp), and is
 // the only thing `ladder golden`, `ladder check`, `ladder oracle`, `ladder describe` and the Python
 // module read: the CLI has no per-stage branches. A stage declares
 //   * its inputs and outputs: name, dtype, symbolic shape, one line of meaning;
@@ -26,7 +26,7 @@
 //     c.baseline = [](const Tensors& in, const nlohmann::json&, DType prec) { ... };
 //     return c;
 //   }
-// and adds one line `&softmax_contract,` to the table in ref/src/contract.cpp.
+// and points its Stage record at it (ref/src/NN-name/stage.cpp; chapters/adding-a-stage.md).
 //
 // Values travel as NpyData {dtype, shape, little-endian bytes}: exactly what a .npy file or a numpy
 // array holds, so files and Python share one path. Every entry point validates its arguments against
@@ -121,7 +121,7 @@ struct Contract {
 // the candidate's own order: |cand - oracle| <= |cand - exact| + |oracle - exact| <= k b + b.
 Array<double> fp64_baseline(const Array<double>& oracle, Array<double> baseline32);
 
-// Every stage's contract, in ladder order (the table in ref/src/contract.cpp).
+// Every stage's contract, in ladder order (from the Stage records, core/stage.hpp).
 const std::vector<Contract>& contracts();
 // Throws "no stage 'x' (did you mean 'y'? stages: ...)".
 const Contract& contract(const std::string& stage);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "ladder/core/json.hpp"  // read_json, write_json
+
 namespace ladder {
 
 inline constexpr const char* kVersion = "0.1.0";
@@ -33,7 +35,5 @@ const GoldenStage& golden_stage(const std::string& stage);
 nlohmann::json case_manifest(const std::string& stage, const std::vector<std::string>& rungs, uint64_t seed,
                              const nlohmann::json& shapes, const nlohmann::json& dtypes,
                              const nlohmann::json& tolerance);
-void write_json(const std::filesystem::path& path, const nlohmann::json& j);
-nlohmann::json read_json(const std::filesystem::path& path);
 
 }  // namespace ladder

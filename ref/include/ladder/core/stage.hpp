@@ -11,7 +11,7 @@
 //     s.contract = &name_contract;         // inputs, outputs, each output's rule (k, floor, baseline)
 //     s.ref_rungs = &register_name;        // the reference rungs
 //     s.golden_cases = ...; s.write_golden_case = ...;
-//     s.cuda_rungs = true; s.bench = {"NN_name"};
+//     s.cuda_rungs = true; s.bench = true;
 //     return s;
 //   }
 //   }
@@ -51,7 +51,7 @@ struct Stage {
   // reproduce section (tools/ladder/<id>/reproduce.cpp).
   bool cuda_rungs = false;          // cuda/src/<id>/registry.cpp registers rungs of backend "cuda"
   bool lab = true;                  // chapters/<id>/lab/lab.json
-  std::vector<std::string> bench;   // its benchmark programs: bench/<name>.cpp, built as bench_<name>
+  bool bench = false;               // it has a benchmark program: bench/<id>/bench.cpp, built as bench_<NN_name>
 };
 
 // Every stage, in ladder order: the list CMake generates from the folders ref/src/NN-name/.

@@ -7,9 +7,9 @@
 // these out of line (LADDER_LAB_ENTRY, ladder/core/lab.hpp); these objects come first on every link
 // line, so their copies are the ones that run. The functions are split by header and by precision -- one
 // unit per header and type; the tile products are not here but compiled once in the library,
-// ladder/attention/tile_ops.hpp -- so a save of tiled.hpp recompiles its two units, side by side on two
+// ladder/02-attention/tile_ops.hpp -- so a save of tiled.hpp recompiles its two units, side by side on two
 // cores, and a save of the other header none of them.
-#include "ladder/attention/tiled.hpp"
+#include "ladder/02-attention/tiled.hpp"
 
 namespace ladder::attention {
 

@@ -7,8 +7,8 @@
 // these out of line (LADDER_LAB_ENTRY, ladder/core/lab.hpp); these objects come first on every link
 // line, so their copies are the ones that run. One unit per precision, so that a save recompiles the two
 // side by side on two cores.
-#include "ladder/mla/absorbed.hpp"
-#include "ladder/mla/step.hpp"
+#include "ladder/03-mla/absorbed.hpp"
+#include "ladder/03-mla/step.hpp"
 
 namespace ladder::mla {
 

@@ -5,9 +5,9 @@
 // and the tests call them with. Everything else is compiled from the reference once and calls these
 // out of line (LADDER_LAB_ENTRY, ladder/core/lab.hpp); this object comes first on every link line, so
 // its copies are the ones that run. A save of a student header recompiles this file alone.
-#include "ladder/moe/dispatch.hpp"
-#include "ladder/moe/ragged_dot.hpp"
-#include "ladder/moe/sorted.hpp"
+#include "ladder/04-moe/dispatch.hpp"
+#include "ladder/04-moe/ragged_dot.hpp"
+#include "ladder/04-moe/sorted.hpp"
 
 namespace ladder::moe {
 

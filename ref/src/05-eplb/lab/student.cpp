@@ -5,7 +5,7 @@
 // and the tests call them with. Everything else is compiled from the reference once and calls these
 // out of line (LADDER_LAB_ENTRY, ladder/core/lab.hpp); this object comes first on every link line, so
 // its copies are the ones that run. A save of a student header recompiles this file alone.
-#include "ladder/eplb/algorithm.hpp"
+#include "ladder/05-eplb/algorithm.hpp"
 
 namespace ladder::eplb {
 

@@ -5,8 +5,8 @@
 // the reference once and calls these out of line (LADDER_LAB_ENTRY, ladder/core/lab.hpp); this object
 // comes first on every link line, so its copies are the ones that run. A save of a student header
 // recompiles this file alone.
-#include "ladder/disagg/decode_step.hpp"
-#include "ladder/disagg/goodput.hpp"
+#include "ladder/06-disagg/decode_step.hpp"
+#include "ladder/06-disagg/goodput.hpp"
 
 namespace ladder::disagg {
 namespace {

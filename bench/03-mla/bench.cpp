@@ -1,0 +1,109 @@
+// bench/03-mla/bench.cpp -- the stage-03 reference rungs at DeepSeek-V2 shapes (fp32), one decode step per
+// iteration, beside the two bounds they are judged against: an Eigen GEMM of the latent products'
+// shape (B x [H, kv_lora] x [kv_lora, L], both ways: the compute bound of A_CC_ME and flash_mla) and a
+// copy (the memory bound of CD). Counters from each rung's Cost: flops/s and bytes_read/s.
+// Run: build/bin/bench_03_mla [--benchmark_filter=A_CC_ME]. Weights are made once (~5 s, 0.6 GB; AM's
+// absorbed matrices another 1.8 GB and ~10 s, on first use). Compare within one run: shared machine;
+// OMP_WAIT_POLICY=passive helps when other processes are busy.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "ladder/core/registry.hpp"
+#include "ladder/03-mla/mla.hpp"
+
+namespace {
+using namespace ladder;
+using namespace ladder::mla;
+
+const Weights<float>& model() {
+  static const Weights<float> W = random_weights(deepseek_v2(), 1);
+  return W;
+}
+const std::shared_ptr<const Absorbed<float>>& absorbed() {
+  static const std::shared_ptr<const Absorbed<float>> a = absorb_weights(model());
+  return a;
+}
+
+// decode returns fresh arrays: scores and attn are [B, H, L] each (64 MiB apiece at B = 32, L = 4096),
+// flash_mla's split partials 134 MB. glibc serves a block over its mmap threshold (at most 32 MiB) with a
+// new mapping and unmaps it on free, so every step the kernel zero-fills 128 MiB of new pages on first
+// touch, on one thread (the arrays' fill): 12 % of A_CC_ME's step in a perf profile on a 2-core Xeon, a
+// cost of the allocator, not of the algorithm. The latent-GEMM bound allocates its S and O once, outside
+// its loop; so that rung and bound are timed alike, range(2) = 1 decodes into one Output kept across the
+// steps (decode_into, as a serving loop would: step.hpp; its first step, which allocates, runs before
+// the timed loop, as the bound's allocation does) and range(2) = 0 calls decode, a new Output per step.
+// make bench reports both.
+void BM_rung(benchmark::State& st, const std::string& id) {
+  const int64_t B = st.range(0), L = st.range(1);
+  const bool reuse = st.range(2) != 0;
+  const Rung& r = registry().find(kStage, "ref", id);
+  const auto& f = r.fn<RungFns>().f32;
+  const Inputs in = make_inputs(model(), InputSpec{std::vector<int64_t>(static_cast<size_t>(B), L), 2, false, 0, false});
+  Prepared<float> p;
+  if (id == "AM") {
+    p = prepare_compressed(model(), in.cache);
+    p.absorbed = absorbed();
+  } else {
+    p = f.prepare(model(), in.cache);
+  }
+  Output<float> out;
+  if (reuse) decode_into(f, model(), p, in.step, out);  // the loop's first step, untimed: the steady state is timed
+  for (auto _ : st) {
+    if (reuse)
+      decode_into(f, model(), p, in.step, out);
+    else
+      out = f.decode(model(), p, in.step);  // the previous step's arrays are freed here, as a caller's would be
+    benchmark::DoNotOptimize(out.u.data());
+  }
+  const Cost c = r.cost(cost_shape(model().cfg, B, L));
+  const double n = static_cast<double>(st.iterations());
+  st.counters["flops_per_second"] = benchmark::Counter(c.flops * n, benchmark::Counter::kIsRate);
+  st.counters["bytes_read_per_second"] = benchmark::Counter(c.bytes_read * n, benchmark::Counter::kIsRate);
+}
+
+// The latent products of B sequences at length L: S = Q C^T [H, L], O = S C [H, kv_lora].
+void BM_latent_gemm(benchmark::State& st) {
+  const int64_t B = st.range(0), L = st.range(1), H = 128, R = 512;
+  const Mat<float> Q = Mat<float>::Random(H, R), C = Mat<float>::Random(L, R);
+  std::vector<Mat<float>> S(static_cast<size_t>(B), Mat<float>(H, L)), O(static_cast<size_t>(B), Mat<float>(H, R));
+  for (auto _ : st) {
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t b = 0; b < B; ++b) {
+      S[b].noalias() = Q * C.transpose();
+      O[b].noalias() = S[b] * C;
+    }
+    benchmark::DoNotOptimize(O[0].data());
+  }
+  st.counters["flops_per_second"] =
+      benchmark::Counter(4.0 * static_cast<double>(B * H * L * R) * static_cast<double>(st.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+void BM_copy(benchmark::State& st) {  // bytes read + written per second
+  const int64_t n = st.range(0);
+  std::vector<float> a(static_cast<size_t>(n), 1.0f), b(static_cast<size_t>(n));
+  for (auto _ : st) {
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < 64; ++c) {
+      const int64_t lo = n * c / 64, hi = n * (c + 1) / 64;
+      std::memcpy(b.data() + lo, a.data() + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+    }
+    benchmark::DoNotOptimize(b.data());
+  }
+  st.counters["bytes_per_second"] = benchmark::Counter(8.0 * static_cast<double>(n) * static_cast<double>(st.iterations()),
+                                                       benchmark::Counter::kIsRate);
+}
+}  // namespace
+
+BENCHMARK(BM_copy)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_latent_gemm)->Args({1, 4096})->Args({32, 4096})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_rung, CD, std::string("CD"))->Args({1, 1024, 0})->Args({1, 16384, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_rung, CC, std::string("CC"))->Args({1, 1024, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_rung, A_CC, std::string("A_CC"))->Args({1, 1024, 0})->Args({1, 4096, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_rung, A_CC_ME, std::string("A_CC_ME"))->Args({1, 1024, 0})->Args({1, 16384, 0})->Args({32, 4096, 0})->Args({32, 4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_rung, AM, std::string("AM"))->Args({1, 1024, 0})->Args({32, 4096, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_rung, flash_mla, std::string("flash_mla"))->Args({1, 1024, 0})->Args({1, 16384, 0})->Args({32, 4096, 0})->Args({32, 4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_MAIN();

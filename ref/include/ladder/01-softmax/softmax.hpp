@@ -1,0 +1,156 @@
+// ladder/01-softmax/softmax.hpp -- stage 01 references: naive, safe and online softmax.
+//
+//   01 softmax     naive -> safe -> online                                  <== this file
+//   02 attention   naive -> flash (one row, online) -> tiled (blocks, FA2 loop order) -> backward
+//   03 mla         CD -> CC -> A_CC -> A_CC_ME -> AM
+//   04 moe         gate -> sort -> ragged dot -> unsort + combine
+//   05 eplb        balanced packing -> replicate -> hierarchical | global
+//   06 disagg      step-time model -> event simulator -> KV-cache migration
+//
+// Sources: lecture notes §3.3-3.5 (Alg. 2 "safe softmax", Alg. 3 "safe softmax with online
+// normalizer calculation"); Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018.
+// T = double is the oracle, T = float is the rung at kernel precision. Each row of x (rows x cols,
+// row-major) is normalised independently; OpenMP splits rows, and every row is computed by the same
+// sequential loop, so the result does not depend on the thread count.
+//
+// Defined results (tested, see tests/01-softmax/test_softmax.cpp):
+//   * naive overflows by design: exp(10000) = inf, so the row [10000, 10001, 10002, 10003] becomes
+//     inf / inf = NaN everywhere. That is the lesson of the rung.
+//   * a row that is all -inf (every position masked) has no admissible entry; safe and online define
+//     its softmax as all zeros (no probability mass, as attention defines a fully masked row to
+//     give O = 0). naive computes 0 / 0 = NaN there.
+//   * -inf entries elsewhere get probability exactly 0.
+//
+// Memory accesses per element (Milakov & Gimelshein Table 1; what Cost reports):
+//   naive  3: pass 1 loads x_j (sum of exp); pass 2 loads x_j and stores y_j.
+//   safe   4: pass 1 loads x_j (max); pass 2 loads x_j (sum); pass 3 loads x_j and stores y_j.
+//   online 3: pass 1 loads x_j once for both m and d; pass 2 loads x_j and stores y_j.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+
+#include "ladder/core/cost.hpp"
+#include "ladder/core/error.hpp"
+#include "ladder/core/math.hpp"
+#include "ladder/core/tensor.hpp"
+
+namespace ladder::softmax {
+
+// ---- one row (V = cols elements), in the notes' notation -------------------------------------
+
+// naive: d_V = sum_j e^{x_j}; y_i = e^{x_i} / d_V.
+template <class T>
+void naive_row(const T* x, T* y, int64_t V) {
+  T d = 0;
+  for (int64_t j = 0; j < V; ++j) d += std::exp(x[j]);
+  for (int64_t i = 0; i < V; ++i) y[i] = std::exp(x[i]) / d;
+}
+
+// safe (notes Alg. 2): m_V = max_k x_k; d_V = sum_j e^{x_j - m_V}; y_i = e^{x_i - m_V} / d_V.
+template <class T>
+void safe_row(const T* x, T* y, int64_t V) {
+  // lab:todo(safe_row) notes Alg. 2: a max pass, a sum-of-exp pass, a normalise pass; an all -inf row gives zeros.
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t k = 0; k < V; ++k) m = std::max(m, x[k]);  // Alg. 2 lines 1-4
+  if (m == -std::numeric_limits<T>::infinity()) {         // all -inf: defined as zeros (see header)
+    for (int64_t i = 0; i < V; ++i) y[i] = 0;
+    return;
+  }
+  T d = 0;
+  for (int64_t j = 0; j < V; ++j) d += math::exp(x[j] - m);         // Alg. 2 lines 5-8
+  for (int64_t i = 0; i < V; ++i) y[i] = math::exp(x[i] - m) / d;  // Alg. 2 lines 9-11
+  // lab:end
+}
+
+// online (notes Alg. 3): one pass computes both
+//   m_j = max(m_{j-1}, x_j)
+//   d_j = d_{j-1} e^{m_{j-1} - m_j} + e^{x_j - m_j}
+// then y_i = e^{x_i - m_V} / d_V. In every step one of the two exponents is 0: either x_j is the new
+// maximum (m_j = x_j, so e^{x_j - m_j} = 1) or it is not (m_j = m_{j-1}, so the rescale factor is 1).
+// The loop spells out both branches, so the pass costs one exp per element like safe's sum pass.
+// A -inf entry contributes e^{-inf} = 0 and is skipped (e^{-inf - (-inf)} would be NaN); while every
+// entry so far is -inf, m stays -inf and d stays 0.
+template <class T>
+void online_row(const T* x, T* y, int64_t V) {
+  // lab:todo(online_row) notes Alg. 3: one pass for m and d with the online recurrence, then the normalise pass; -inf entries and all -inf rows as documented above.
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  T m = ninf, d = 0;
+  for (int64_t j = 0; j < V; ++j) {  // Alg. 3 lines 1-5
+    if (x[j] > m) {                  // m_j = x_j:      d_j = d_{j-1} e^{m_{j-1} - x_j} + 1
+      d = d * std::exp(m - x[j]) + T(1);
+      m = x[j];
+    } else if (x[j] != ninf) {  // m_j = m_{j-1}:  d_j = d_{j-1} + e^{x_j - m_j}
+      d += std::exp(x[j] - m);
+    }
+  }
+  if (m == ninf) {  // all -inf: defined as zeros (see header)
+    for (int64_t i = 0; i < V; ++i) y[i] = 0;
+    return;
+  }
+  for (int64_t i = 0; i < V; ++i) y[i] = std::exp(x[i] - m) / d;  // Alg. 3 lines 6-8
+  // lab:end
+}
+
+// ---- rows ----------------------------------------------------------------------------------
+
+template <class T>
+void check_rows(const T* x, const T* y, int64_t rows, int64_t cols) {
+  require(rows >= 0, "softmax: rows = {} violates rows >= 0", rows);
+  require(cols >= 1, "softmax: cols = {} violates cols >= 1 (a softmax over no entries is undefined)", cols);
+  require(rows == 0 || (x != nullptr && y != nullptr), "softmax: null input or output pointer");
+}
+
+// Applies a one-row rung to every row of x [rows, cols] (row-major) into y; y may alias x.
+template <class T>
+void for_each_row(void (*row)(const T*, T*, int64_t), const T* x, T* y, int64_t rows, int64_t cols) {
+  check_rows(x, y, rows, cols);
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (int64_t r = 0; r < rows; ++r) row(x + r * cols, y + r * cols, cols);
+}
+template <class T>
+void naive_rows(const T* x, T* y, int64_t rows, int64_t cols) { for_each_row(&naive_row<T>, x, y, rows, cols); }
+template <class T>
+void safe_rows(const T* x, T* y, int64_t rows, int64_t cols) { for_each_row(&safe_row<T>, x, y, rows, cols); }
+template <class T>
+void online_rows(const T* x, T* y, int64_t rows, int64_t cols) { for_each_row(&online_row<T>, x, y, rows, cols); }
+
+// Convenience: Array in, Array out (the last dimension is the softmax axis).
+template <class T>
+Array<T> apply(void (*rows_fn)(const T*, T*, int64_t, int64_t), const Array<T>& x) {
+  require(!x.shape.empty(), "softmax: x must have at least one dimension");
+  Array<T> y(x.shape);
+  rows_fn(x.data.data(), y.data.data(), x.rows(), x.cols());
+  return y;
+}
+
+// ---- registry types and costs ------------------------------------------------------------------
+
+// What a stage-01 Rung::function holds. f64 is empty for CUDA rungs (kernels run in fp32).
+template <class T>
+using RowsFn = std::function<void(const T* x, T* y, int64_t rows, int64_t cols)>;
+struct RowsFns {
+  RowsFn<float> f32;
+  RowsFn<double> f64;
+};
+
+// Cost shape: {rows, cols}; bytes at fp32 (the kernel precision). Accesses per element = loads + 1
+// store. flops per element, an exp counted as one: naive 4 (exp, add | exp, div); safe 7 (max |
+// sub, exp, add | sub, exp, div); online 7 (compare, sub, exp, add | sub, exp, div), the rare
+// new-maximum branch (one mul instead of an add) counted the same.
+inline Cost row_cost(const Shape& s, int loads_per_elem, int flops_per_elem) {
+  require(s.size() == 2, "softmax cost: shape {} must be {{rows, cols}}", shape_str(s));
+  const double n = static_cast<double>(s[0]) * static_cast<double>(s[1]);
+  return Cost{flops_per_elem * n, loads_per_elem * n * 4.0, n * 4.0, 0.0};
+}
+inline Cost naive_cost(const Shape& s) { return row_cost(s, 2, 4); }
+inline Cost safe_cost(const Shape& s) { return row_cost(s, 3, 7); }
+inline Cost online_cost(const Shape& s) { return row_cost(s, 2, 7); }
+
+// Memory accesses per element as Cost reports them (3 / 4 / 3 for naive / safe / online).
+inline double accesses_per_element(const Cost& c, const Shape& s) {
+  return c.bytes() / (4.0 * static_cast<double>(s[0]) * static_cast<double>(s[1]));
+}
+
+}  // namespace ladder::softmax

@@ -1,0 +1,16 @@
+# Stage 04 (MoE): the reference rungs vs the committed goldens and the planted bugs (the lab's test),
+# the golden drift check (not in the lab: it judges the oracle itself).
+ladder_add_test(test_04_moe
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_planted.cpp
+  LIBS ladder_core ladder_lab_oracle)
+ladder_add_test(test_04_moe_golden SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_golden.cpp LIBS ladder_core)
+# The CUDA rungs (cuda/src/04-moe/*.cu) through SIMT in every schedule, and the removed-barrier plants.
+ladder_add_test(test_04_moe_cuda
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_cuda_planted.cu
+  LIBS ladder_cuda ladder_core ladder_lab_oracle SIMT)
+# `ladder check / oracle / describe 04-moe` end to end (exit codes, one-line errors), candidates from numpy.
+if(TARGET ladder)
+  add_test(NAME cli_04_moe COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/test_moe_cli.py
+           $<TARGET_FILE:ladder> ${LADDER_ROOT}/data/golden/04-moe)
+  set_tests_properties(cli_04_moe PROPERTIES LABELS unit)
+endif()

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""`ladder describe / oracle / check 06-disagg` and `ladder simulate` with chunked prefill, end to end.
+
+    test_disagg_cli.py path/to/ladder
+A request list made with numpy (as another project would make it) -> the simulator's per-request times
+-> a candidate judged exactly: the oracle's own times pass; one ulp or 1e-9 off fails (exit 1); a
+float32 candidate, a wrong shape or a bad param is one line and exit 2.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+LADDER = sys.argv[1]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/06-disagg/ -> the root
+failures = 0
+
+
+def expect(name, args, rc, has="", one_line=False):
+    global failures
+    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ok = p.returncode == rc and has in p.stdout + p.stderr
+    if one_line:
+        ok = ok and len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("ladder: error: ")
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {rc})")
+    if not ok:
+        print(p.stdout[-2000:], p.stderr[-2000:])
+        failures += 1
+    return p.stdout
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    j = lambda *a: os.path.join(tmp, *a)
+    expect("describe 06-disagg names its inputs and the exact rule", ["describe", "06-disagg"], 0, "arrival_ms")
+    rng = np.random.default_rng(606)
+    n = 57
+    ins = j("ins")
+    os.makedirs(ins)
+    np.save(j("ins", "arrival_ms.npy"), np.cumsum(rng.exponential(300.0, n)))  # Poisson, 3.3 req/s
+    np.save(j("ins", "input_len.npy"), rng.integers(1, 1025, n))
+    np.save(j("ins", "output_len.npy"), rng.integers(1, 114, n).astype(np.int32))
+    with open(j("ins", "params.json"), "w") as f:
+        json.dump({"placement": {"colocated": 1}, "workers": {"chunked_prefill_tokens": 512}}, f)
+    expect("oracle 06-disagg on a user-made request list", ["oracle", "06-disagg", "--inputs", ins, "--out", j("case")],
+           0, "wrote")
+    ttft = np.load(j("case", "ttft_ms.npy"))
+    assert ttft.shape == (n,) and ttft.dtype == np.float64 and (ttft > 0).all(), ttft
+    for out in ("ttft_ms", "tpot_ms", "finish_ms", "prefill_worker", "slo_met"):
+        expect(f"check: the oracle's own {out} passes", ["check", "06-disagg", j("case"), j("case", out + ".npy"),
+               "--output", out], 0, "PASS")
+    bad = ttft.copy()
+    bad[11] = np.nextafter(bad[11], np.inf)
+    np.save(j("ulp.npy"), bad)
+    expect("check: TTFT one ulp off fails", ["check", "06-disagg", j("case"), j("ulp.npy")], 1, "[11]")
+    bad = ttft.copy()
+    bad[0] += 1e-9
+    np.save(j("nano.npy"), bad)
+    expect("check: TTFT 1e-9 ms off fails", ["check", "06-disagg", j("case"), j("nano.npy")], 1, "FAIL")
+    np.save(j("f32.npy"), ttft.astype(np.float32))
+    expect("check: a float32 candidate is bad input", ["check", "06-disagg", j("case"), j("f32.npy")], 2,
+           "dtype <f4 where <f8 is required", one_line=True)
+    np.save(j("short.npy"), ttft[:-1])
+    expect("check: a wrong shape is bad input", ["check", "06-disagg", j("case"), j("short.npy")], 2,
+           f"shape [{n - 1}]", one_line=True)
+    with open(j("ins", "params.json"), "w") as f:
+        json.dump({"placement": {"prefill": 1, "decode": 1}, "workers": {"chunked_prefill_tokens": 512}}, f)
+    expect("oracle: chunking on a disaggregated placement is bad input", ["oracle", "06-disagg", "--inputs", ins,
+           "--out", j("c2")], 2, "chunked_prefill_tokens = 512 applies to colocated", one_line=True)
+    os.remove(j("ins", "params.json"))
+    np.save(j("ins", "input_len.npy"), rng.integers(1, 1025, n).astype(np.float64))
+    expect("oracle: float lengths are bad input", ["oracle", "06-disagg", "--inputs", ins, "--out", j("c3")], 2,
+           "input_len", one_line=True)
+    # `ladder simulate`: the chunked placement key, and its validation.
+    with open(os.path.join(ROOT, "data", "disagg", "distserve-fig1.json")) as f:
+        cfg = json.load(f)
+    cfg["placements"] = [{"name": "colocated chunked", "colocated": 1, "chunked_prefill_tokens": 256}]
+    with open(j("chunked.json"), "w") as f:
+        json.dump(cfg, f)
+    expect("simulate: a chunked colocated placement runs, invariants hold", ["simulate", "--config", j("chunked.json"),
+           "--requests", "300", "--no-goodput"], 0, "invariants: all hold")
+    cfg["placements"][0]["chunked_prefill_tokens"] = 0
+    with open(j("bad.json"), "w") as f:
+        json.dump(cfg, f)
+    expect("simulate: chunked_prefill_tokens 0 is bad input", ["simulate", "--config", j("bad.json")], 2,
+           "placements[0].chunked_prefill_tokens = 0 violates >= 1", one_line=True)
+
+print("PASSED" if failures == 0 else f"FAILED: {failures} checks")
+sys.exit(1 if failures else 0)
