@@ -1,7 +1,8 @@
 // tests/test_06_disagg_schedule.cpp -- stage 06 event simulator, disaggregated schedules traced by hand:
 // a request whose KV migration ends during a decode step joins at the next step boundary (never the
-// step in progress, which was priced without it). Every expected number below is derived in the
-// comments, not read off a run.
+// step in progress, which was priced without it), and migrated requests go to the least-loaded decode
+// worker (fewest requests held, running + pulled; ties to fewer KV blocks reserved, then the lowest
+// index: chapter 06 §4). Every expected number below is derived in the comments, not read off a run.
 #include <doctest/doctest.h>
 
 #include "ladder/disagg.hpp"
@@ -96,4 +97,57 @@ TEST_CASE("decode steps: no request is in a batch for fewer steps than it has to
     CHECK_MESSAGE(short_ == 0, p << "P" << d << "D: " << short_ << " requests (first: " << first << ") made their "
                                  << "tokens in less than (output - 1) x " << step << " ms after joining a batch");
   }
+}
+
+TEST_CASE("2P2D: migrated requests go to the least-loaded decode worker") {
+  const DistServeModel m = integer_model();
+  Cluster c;
+  c.prefill = 2, c.decode = 2;     // workers 0, 1 prefill; 2, 3 decode
+  c.prefill_token_budget = 10;     // one 10-token prompt per prefill batch
+  // r0: 10-token prompt, 30 tokens (40 tokens: 3 blocks of 16); r1: 10, 3 (1 block); r2: 10, 2 (1 block);
+  // all arrive at 0.
+  //  0-20  P0 prefills r0, P1 prefills r1 (r2 waits: the budget holds one prompt)
+  //  20    P0 done: r0 pulled; both decode workers hold nothing -> the lowest index, worker 2.
+  //        P0 takes r2: 20-40.
+  //  20    P1 done: r1 pulled; worker 2 holds r0 (still migrating: it counts), worker 3 nothing -> worker 3.
+  //  20-31, 31-42, ...  worker 2 decodes [r0] (11 ms a step); r0 has 30 tokens at 20 + 29 x 11 = 339.
+  //  20-31, 31-42       worker 3 decodes [r1]; r1 has 3 tokens at 42.
+  //  40    P0 done: r2 pulled. Each decode worker holds one request: the tie goes to fewer KV blocks
+  //        reserved, worker 3 (1 block) over worker 2 (3 blocks). r2 lands mid-step and joins at 42.
+  //  42-53 worker 3 decodes [r2] -> r2 done at 53, TPOT (53 - 40) / 1 = 13.
+  // The defect this guards against: decode workers pulled in index order, so worker 2 took all three.
+  const SimResult r = run(m, c, {{0, 0, 10, 30}, {1, 0, 10, 3}, {2, 0, 10, 2}});
+  REQUIRE(r.records.size() == 3);
+  const RequestRecord &r0 = r.records[0], &r1 = r.records[1], &r2 = r.records[2];
+  CHECK(r0.decode_worker == 2);
+  CHECK(r1.decode_worker == 3);
+  CHECK(r2.decode_worker == 3);
+  CHECK(r0.finish == 339);
+  CHECK(r0.tpot() == 11);
+  CHECK(r1.finish == 42);
+  CHECK(r1.tpot() == 11);
+  CHECK(r2.first_token == 40);
+  CHECK(r2.decode_start == 42);
+  CHECK(r2.finish == 53);
+  CHECK(r2.tpot() == 13);
+}
+
+TEST_CASE("2P2D on the Fig. 1 workload: both decode workers serve, about half each") {
+  SimSetup s = golden_setup("goodput_fig1");
+  s.workload.rate = 12;
+  s.workload.requests = 2000;
+  Cluster c = s.placements.back().cluster;
+  c.prefill = 2, c.decode = 2;
+  SimOptions o;
+  o.keep_requests = true;
+  const SimResult r = simulate(*s.model, c, s.workload, s.slo, o);
+  int64_t served[2] = {0, 0};
+  for (const RequestRecord& q : r.records) {
+    REQUIRE((q.decode_worker == 2 || q.decode_worker == 3));
+    ++served[q.decode_worker - 2];
+  }
+  MESSAGE("decode worker 2 served ", served[0], ", worker 3 served ", served[1]);
+  CHECK(served[0] >= 800);  // least-loaded alternates; index order gave worker 2 all 2000
+  CHECK(served[1] >= 800);
+  CHECK(check_invariants(*s.model, c, s.workload, r).empty());
 }

@@ -8,7 +8,9 @@
 //   decode     continuous batching: each step feeds one token of every running request. Decode
 //              workers PULL waiting requests (FCFS, also mid-step) while their KV blocks hold the whole
 //              input + output (reserved at admission, so capacity is never exceeded) and the batch cap
-//              allows. A pulled request's KV cache migrates (kv_transfer_ms); it joins the batch at
+//              allows; the head of the queue goes to the least-loaded worker that can admit it (fewest
+//              requests held, running + pulled; ties to fewer KV blocks reserved, then the lowest
+//              index). A pulled request's KV cache migrates (kv_transfer_ms); it joins the batch at
 //              the worker's next step boundary (decode_start), never the step in progress.
 //   colocated  both phases on one worker, prefill first, no chunking (DistServe's baseline, vLLM's
 //              default then): a prefill batch stalls every running decode.
@@ -21,8 +23,8 @@
 //              and (p + c)^2 - p^2 attention "squares", so the chunks of one prompt sum to its whole
 //              prefill; a hybrid step reads the weights once: the decode step plus the chunks' cost
 //              above an empty prefill batch (the fixed per-step part is paid once).
-// Placements: xPyD = x prefill + y decode workers, or n colocated workers; idle workers are served
-// in index order. Time is simulated milliseconds in double; every event is ordered by (time, sequence
+// Placements: xPyD = x prefill + y decode workers, or n colocated workers; idle prefill and colocated
+// workers take queued requests in index order. Time is simulated milliseconds in double; every event is ordered by (time, sequence
 // number), nothing reads a clock or iterates an unordered container, so a seed gives the same bytes
 // on every machine. Memory is O(in-flight requests): slots are recycled; records are kept only on
 // request (options.keep_requests).

@@ -168,16 +168,27 @@ class Engine {
     --in_flight_;
   }
 
-  // Decode workers pull whenever they can (also mid-step: the migration overlaps the step).
-  void pull(double t, int64_t wi) {
-    Worker& w = workers_[static_cast<size_t>(wi)];
+  // Decode workers pull whenever they can (also mid-step: the migration overlaps the step). The head
+  // of the pull queue (FCFS) goes to the least-loaded decode worker that can admit it: the fewest
+  // requests held (running + pulled, not yet joined), ties to the fewest KV blocks reserved, then to
+  // the lowest index. When no decode worker can admit the head, nobody pulls (no overtaking).
+  void pull(double t) {
+    const auto load = [this](int64_t k) {  // (requests held, blocks reserved); decode workers follow the prefill ones
+      const Worker& w = workers_[static_cast<size_t>(k)];
+      return std::pair{static_cast<int64_t>(w.dec.running.size()) + w.migrating, w.dec.blocks_used};
+    };
     while (!decode_q_.empty()) {
       const int64_t s = decode_q_.front();
       Slot& sl = slots_[static_cast<size_t>(s)];
-      const bool room = static_cast<int64_t>(w.dec.running.size()) + w.migrating < c_.decode_max_batch;
-      const bool ok = can_admit(w.dec, w.migrating, sl.blocks, c_.capacity_blocks(), c_.decode_max_batch) ||
-                      (o_.faults.admit_past_capacity && room);
-      if (!ok) break;
+      int64_t wi = -1;
+      for (int64_t k = c_.prefill; k < c_.prefill + c_.decode; ++k) {
+        const Worker& v = workers_[static_cast<size_t>(k)];
+        if ((can_admit(v.dec, v.migrating, sl.blocks, c_.capacity_blocks(), c_.decode_max_batch) ||
+             (o_.faults.admit_past_capacity && load(k).first < c_.decode_max_batch)) && (wi < 0 || load(k) < load(wi)))
+          wi = k;
+      }
+      if (wi < 0) break;
+      Worker& w = workers_[static_cast<size_t>(wi)];
       decode_q_.pop_front();
       w.dec.blocks_used += sl.blocks;
       res_.summary.max_blocks_used = std::max(res_.summary.max_blocks_used, w.dec.blocks_used);
@@ -262,9 +273,9 @@ class Engine {
   }
 
   void dispatch(double t) {
+    pull(t);
     for (int64_t wi = 0; wi < static_cast<int64_t>(workers_.size()); ++wi) {
       Worker& w = workers_[static_cast<size_t>(wi)];
-      if (w.role == Role::decode) pull(t, wi);
       if (w.busy) continue;
       if (chunked(w)) start_chunked(t, wi);
       else if (w.role == Role::prefill) start_prefill(t, wi);
