@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""`ladder describe / oracle / check 06-disagg` and `ladder simulate` with chunked prefill, end to end.
+"""`ladder describe / oracle / check 06-disagg` and `ladder simulate` (chunked prefill; memory flat without --records), end to end.
 
     test_disagg_cli.py path/to/ladder
 A request list made with numpy (as another project would make it) -> the simulator's per-request times
@@ -86,6 +86,33 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dump(cfg, f)
     expect("simulate: chunked_prefill_tokens 0 is bad input", ["simulate", "--config", j("bad.json")], 2,
            "placements[0].chunked_prefill_tokens = 0 violates >= 1", one_line=True)
+
+
+
+def peak_rss_kb(args):
+    """The peak resident memory of one `ladder` run (its own rusage, from wait4), and its exit status."""
+    p = subprocess.Popen([LADDER, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_maxrss, p.returncode
+
+
+# `ladder simulate` keeps no per-request record unless asked (--records, --plot): memory is flat in the
+# request count. Two placements of 20,000 and of 400,000 requests: without --records the peaks are within
+# 4 MB; with them the larger run holds 2 x 400,000 records of about 100 B (80 MB), which the check sees.
+# (A child's peak starts at this Python process's size, inherited before exec: growth above it shows.)
+fig1 = os.path.join(ROOT, "data", "disagg", "distserve-fig1.json")
+base = ["simulate", "--config", fig1, "--no-goodput", "--requests"]
+small, rc1 = peak_rss_kb(base + ["20000"])
+large, rc2 = peak_rss_kb(base + ["400000"])
+ok = rc1 == rc2 == 0 and large - small < 4096
+print(f"{'ok  ' if ok else 'FAIL'} simulate: memory flat in the request count without --records: peak {small} KB at "
+      f"20,000 requests, {large} KB at 400,000")
+failures += not ok
+kept, rc3 = peak_rss_kb(base + ["400000", "--records"])
+ok = rc3 == 0 and kept - small > 40000
+print(f"{'ok  ' if ok else 'FAIL'} simulate --records keeps the records: peak {kept} KB at 400,000 requests")
+failures += not ok
 
 print("PASSED" if failures == 0 else f"FAILED: {failures} checks")
 sys.exit(1 if failures else 0)

@@ -29,7 +29,8 @@ struct DecodeState {
 };
 
 // May the worker pull one more request needing `blocks` KV blocks? `migrating` requests are pulled
-// but still in transfer; they count toward the batch cap and already hold their blocks.
+// but not yet in the batch (in transfer, or arrived and waiting for the next step boundary); they
+// count toward the batch cap and already hold their blocks.
 LADDER_LAB_ENTRY inline bool can_admit(const DecodeState& s, int64_t migrating, int64_t blocks, int64_t capacity_blocks,
                       int64_t max_batch) {
   bool admit = false;

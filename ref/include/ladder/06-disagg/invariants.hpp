@@ -34,7 +34,7 @@ inline std::vector<std::string> check_invariants(const StepModel& model, const C
                                                      static_cast<double>(q.input) * static_cast<double>(q.input)});
     if (q.ttft() < alone * (1 - 1e-12))
       fail(fmt::format("request {}: TTFT {} ms < its own prefill time {} ms", q.id, q.ttft(), alone));
-    // decode_start = pulled + transfer, rounded once: allow a few ulps of the time itself.
+    // decode_start >= pulled + transfer (the next step boundary after it), rounded once: allow a few ulps.
     const double ulps = 8 * 2.220446049250313e-16 * q.decode_start;
     if (disagg && q.output > 1 && q.decode_start - q.pulled < c.kv_transfer_ms(q.input) - ulps)
       fail(fmt::format("request {}: decode began {} ms after the pull, before its KV migration of {} ms", q.id,

@@ -5,10 +5,13 @@
 // Workers (the lecture notes Sec. 1-2; DistServe Sec. 2-4, simdistserve):
 //   prefill    FCFS; a batch takes queued requests while their new tokens fit the token budget (a
 //              longer request runs alone); all of a batch's first tokens appear when it ends (TTFT).
-//   decode     continuous batching: each step feeds one token of every running request; between
-//              steps the worker PULLS waiting requests (FCFS) while its KV blocks hold their whole
-//              input + output (reserved at admission, so capacity is never exceeded) and the batch
-//              cap allows; a pulled request's KV cache then migrates (kv_transfer_ms) before it joins.
+//   decode     continuous batching: each step feeds one token of every running request. Decode
+//              workers PULL waiting requests (FCFS, also mid-step) while their KV blocks hold the whole
+//              input + output (reserved at admission, so capacity is never exceeded) and the batch cap
+//              allows; the head of the queue goes to the least-loaded worker that can admit it (fewest
+//              requests held, running + pulled; ties to fewer KV blocks reserved, then the lowest
+//              index). A pulled request's KV cache migrates (kv_transfer_ms); it joins the batch at
+//              the worker's next step boundary (decode_start), never the step in progress.
 //   colocated  both phases on one worker, prefill first, no chunking (DistServe's baseline, vLLM's
 //              default then): a prefill batch stalls every running decode.
 //   chunked    a colocated worker with chunked_prefill_tokens = T > 0 (Sarathi-Serve: Agrawal et al.,
@@ -20,8 +23,8 @@
 //              and (p + c)^2 - p^2 attention "squares", so the chunks of one prompt sum to its whole
 //              prefill; a hybrid step reads the weights once: the decode step plus the chunks' cost
 //              above an empty prefill batch (the fixed per-step part is paid once).
-// Placements: xPyD = x prefill + y decode workers, or n colocated workers; idle workers are served
-// in index order. Time is simulated milliseconds in double; every event is ordered by (time, sequence
+// Placements: xPyD = x prefill + y decode workers, or n colocated workers; idle prefill and colocated
+// workers take queued requests in index order. Time is simulated milliseconds in double; every event is ordered by (time, sequence
 // number), nothing reads a clock or iterates an unordered container, so a seed gives the same bytes
 // on every machine. Memory is O(in-flight requests): slots are recycled; records are kept only on
 // request (options.keep_requests).
@@ -105,6 +108,7 @@ struct RequestRecord {
   int64_t id = 0, input = 0, output = 0;
   int64_t prefill_worker = -1, decode_worker = -1;
   double arrival = 0, prefill_start = 0, first_token = 0, pulled = 0, decode_start = 0, finish = 0;  // ms
+  // decode_start: the step boundary at which the request joined a decode batch (>= pulled + migration)
   int64_t prefilled = 0, chunks = 0;  // prompt tokens processed when the first token appeared; in how many steps
   double ttft() const { return first_token - arrival; }
   double tpot() const { return output > 1 ? (finish - first_token) / static_cast<double>(output - 1) : 0.0; }

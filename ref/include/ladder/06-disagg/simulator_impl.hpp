@@ -28,7 +28,8 @@ struct Worker {
   bool busy = false, doing_prefill = false;
   std::vector<int64_t> batch;  // the prefill batch in progress (slots)
   DecodeState dec;             // decode and colocated workers
-  int64_t migrating = 0;       // pulled, KV in transfer
+  int64_t migrating = 0;       // pulled, not yet in the batch (KV in transfer, or here and waiting for the boundary)
+  std::vector<int64_t> arrived;  // KV migrated, waiting for the next step boundary to join (slots, in arrival order)
   std::deque<int64_t> prefilling;                   // chunked: admitted, prompt not yet all processed (FCFS)
   std::vector<std::pair<int64_t, int64_t>> chunks;  // chunked: (slot, tokens) of the step in progress
 };
@@ -138,12 +139,17 @@ class Engine {
     for (int64_t s : finished_) finish(s, t);
   }
 
-  void on_migrated(double t, int64_t s) {
-    Slot& sl = slots_[static_cast<size_t>(s)];
-    Worker& w = workers_[static_cast<size_t>(sl.rec.decode_worker)];
-    sl.rec.decode_start = t;
-    --w.migrating;
-    join_batch(w.dec, RunningRequest{s, sl.rec.input, sl.rec.output, 1, sl.blocks});
+  // The KV cache is here: the request waits for the worker's next step boundary (or joins at once if it
+  // is idle; join_arrived, from start_decode), never the step in progress, priced without it.
+  void on_migrated(double, int64_t s) { workers_[size_t(slots_[size_t(s)].rec.decode_worker)].arrived.push_back(s); }
+  void join_arrived(double t, Worker& w) {
+    for (int64_t s : w.arrived) {
+      Slot& sl = slots_[static_cast<size_t>(s)];
+      sl.rec.decode_start = t;
+      --w.migrating;
+      join_batch(w.dec, RunningRequest{s, sl.rec.input, sl.rec.output, 1, sl.blocks});
+    }
+    w.arrived.clear();
   }
 
   void finish(int64_t s, double t) {
@@ -162,16 +168,27 @@ class Engine {
     --in_flight_;
   }
 
-  // Decode workers pull whenever they can (also mid-step: the migration overlaps the step).
-  void pull(double t, int64_t wi) {
-    Worker& w = workers_[static_cast<size_t>(wi)];
+  // Decode workers pull whenever they can (also mid-step: the migration overlaps the step). The head
+  // of the pull queue (FCFS) goes to the least-loaded decode worker that can admit it: the fewest
+  // requests held (running + pulled, not yet joined), ties to the fewest KV blocks reserved, then to
+  // the lowest index. When no decode worker can admit the head, nobody pulls (no overtaking).
+  void pull(double t) {
+    const auto load = [this](int64_t k) {  // (requests held, blocks reserved); decode workers follow the prefill ones
+      const Worker& w = workers_[static_cast<size_t>(k)];
+      return std::pair{static_cast<int64_t>(w.dec.running.size()) + w.migrating, w.dec.blocks_used};
+    };
     while (!decode_q_.empty()) {
       const int64_t s = decode_q_.front();
       Slot& sl = slots_[static_cast<size_t>(s)];
-      const bool room = static_cast<int64_t>(w.dec.running.size()) + w.migrating < c_.decode_max_batch;
-      const bool ok = can_admit(w.dec, w.migrating, sl.blocks, c_.capacity_blocks(), c_.decode_max_batch) ||
-                      (o_.faults.admit_past_capacity && room);
-      if (!ok) break;
+      int64_t wi = -1;
+      for (int64_t k = c_.prefill; k < c_.prefill + c_.decode; ++k) {
+        const Worker& v = workers_[static_cast<size_t>(k)];
+        if ((can_admit(v.dec, v.migrating, sl.blocks, c_.capacity_blocks(), c_.decode_max_batch) ||
+             (o_.faults.admit_past_capacity && load(k).first < c_.decode_max_batch)) && (wi < 0 || load(k) < load(wi)))
+          wi = k;
+      }
+      if (wi < 0) break;
+      Worker& w = workers_[static_cast<size_t>(wi)];
       decode_q_.pop_front();
       w.dec.blocks_used += sl.blocks;
       res_.summary.max_blocks_used = std::max(res_.summary.max_blocks_used, w.dec.blocks_used);
@@ -208,6 +225,7 @@ class Engine {
 
   bool start_decode(double t, int64_t wi) {
     Worker& w = workers_[static_cast<size_t>(wi)];
+    join_arrived(t, w);
     if (w.dec.running.empty()) return false;
     push(begin_decode_step(t, w), kWorkerDone, wi);
     return true;
@@ -227,20 +245,16 @@ class Engine {
   }
 
   // A decode (or unchunked colocated) worker's decode step, as opposed to a prefill batch or a chunked step.
-  bool plain_decode_step(const Worker& w) const {
-    return w.role != Role::prefill && !w.doing_prefill && !chunked(w);
-  }
+  bool plain_decode_step(const Worker& w) const { return w.role != Role::prefill && !w.doing_prefill && !chunked(w); }
 
-  // Most events are decode steps ending while nothing else happens: the fast path runs them back to
-  // back without the event queue, and does exactly what the queue would. After every event the loop
-  // dispatches, so every idle worker is stable: it cannot start anything until an event changes a
-  // queue it reads or its own state. A decode step's end changes only its own worker (tokens, blocks,
-  // finished requests). If the queue this worker reads next is empty (decode: the pull queue;
-  // colocated: the prefill queue), dispatch would only start this worker's next decode step, and
-  // that step's end is the next event popped iff it is strictly earlier than every queued event (a
-  // tie goes to the queued one: its sequence number is smaller). Otherwise the step goes into the
-  // queue and the ordinary loop resumes. Same steps, same times, same order: the output is unchanged
-  // (test_06_disagg_golden, test_golden_determinism).
+  // Most events are decode steps ending while nothing else happens: the fast path runs them back to back
+  // without the event queue, doing exactly what the queue would. After every event the loop dispatches,
+  // so every idle worker is stable until an event changes a queue it reads or its own state. A decode
+  // step's end changes only its own worker. If the queue it reads next is empty (decode: the pull queue;
+  // colocated: the prefill queue), dispatch would only start its next step (requests migrated during
+  // the last one joining first), and that step's end is the next event popped iff it is strictly earlier
+  // than every queued event (a tie goes to the queued one: its sequence number is smaller). Otherwise the
+  // step is queued and the ordinary loop resumes. The output is unchanged (test_06_disagg_fastpath).
   void run_decode_steps(double t, int64_t wi) {
     Worker& w = workers_[static_cast<size_t>(wi)];
     for (;;) {
@@ -250,6 +264,7 @@ class Engine {
       for (int64_t s : finished_) finish(s, t);
       const bool quiet = w.role == Role::colocated ? prefill_q_.empty() : decode_q_.empty();
       if (!quiet) return dispatch(t);
+      join_arrived(t, w);                 // start_decode's join
       if (w.dec.running.empty()) return;  // dispatch would start nothing anywhere
       const double end = begin_decode_step(t, w);
       if (!heap_.empty() && !(end < heap_.front().t)) return push(end, kWorkerDone, wi);
@@ -258,9 +273,9 @@ class Engine {
   }
 
   void dispatch(double t) {
+    pull(t);
     for (int64_t wi = 0; wi < static_cast<int64_t>(workers_.size()); ++wi) {
       Worker& w = workers_[static_cast<size_t>(wi)];
-      if (w.role == Role::decode) pull(t, wi);
       if (w.busy) continue;
       if (chunked(w)) start_chunked(t, wi);
       else if (w.role == Role::prefill) start_prefill(t, wi);
