@@ -5,7 +5,7 @@ ladder_add_test(test_06_disagg
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_disagg.cpp ${CMAKE_CURRENT_LIST_DIR}/test_disagg_sim.cpp
   LIBS ladder_core)
 # Disaggregated schedules traced by hand: joining a decode batch at the step boundary; the least-loaded decode worker.
-ladder_add_test(test_06_disagg_schedule SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_06_disagg_schedule.cpp LIBS ladder_core)
+ladder_add_test(test_06_disagg_schedule SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_disagg_schedule.cpp LIBS ladder_core)
 # The simulator's fast path against the plain event queue, bit for bit (ties included).
 ladder_add_test(test_06_disagg_fastpath SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_disagg_fastpath.cpp LIBS ladder_core)
 ladder_add_test(test_06_disagg_golden SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_disagg_golden.cpp LIBS ladder_core)

@@ -1,14 +1,14 @@
-// tests/test_06_disagg_schedule.cpp -- stage 06 event simulator, disaggregated schedules traced by hand:
+// tests/06-disagg/test_disagg_schedule.cpp -- stage 06 event simulator, disaggregated schedules traced by hand:
 // a request whose KV migration ends during a decode step joins at the next step boundary (never the
 // step in progress, which was priced without it), and migrated requests go to the least-loaded decode
 // worker (fewest requests held, running + pulled; ties to fewer KV blocks reserved, then the lowest
 // index: chapter 06 §4). Every expected number below is derived in the comments, not read off a run.
 #include <doctest/doctest.h>
 
-#include "ladder/disagg.hpp"
-#include "ladder/disagg/golden.hpp"
-#include "ladder/disagg/invariants.hpp"
-#include "ladder/disagg/presets.hpp"
+#include "ladder/06-disagg/disagg.hpp"
+#include "ladder/06-disagg/golden.hpp"
+#include "ladder/06-disagg/invariants.hpp"
+#include "ladder/06-disagg/presets.hpp"
 
 using namespace ladder;
 using namespace ladder::disagg;
