@@ -6,3 +6,5 @@ ladder_add_test(test_05_eplb_float32 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/05-eplb
 # A stage is one declaration (ladder/core/stage.hpp): every stage folder is a registered stage, and each
 # record's promised parts exist (tests/test_stages.cpp). Links the CUDA rungs to check `cuda_rungs`.
 ladder_add_test(test_stages SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_stages.cpp LIBS ladder_cuda ladder_core)
+# The tolerance rule per independent slice: one head, sequence or token corrupted fails on every golden case.
+ladder_add_test(test_slices SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_slices.cpp LIBS ladder_core)

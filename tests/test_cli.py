@@ -180,6 +180,25 @@ def plan_cases(tmp):
            "tp12.json: modules.mla_out.tp = 12 must divide num_attention_heads = 128", err_one_line=True)
 
 
+def gradient_list_cases(tmp):
+    """--output A,B,C judges a folder of outputs; --ftz is accepted. One-key attention: dQ, dK exactly 0."""
+    case = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "golden", "02-attention",
+                        "q1_k1_d32")
+    out = os.path.join(tmp, "grads")
+    expect("run 02-attention backward_recompute (float32)", ["run", "02-attention", "backward_recompute", "--case",
+           case, "--out", out], 0)
+    expect("check --output dQ,dK,dV: the float32 FA2 backward passes", ["check", "02-attention", case, out,
+           "--output", "dQ,dK,dV", "--ftz"], 0, "dV.npy")
+    dk = np.load(os.path.join(out, "dK.npy"))
+    dv = np.load(os.path.join(out, "dV.npy"))
+    dk += np.float32(1e-3) * np.abs(dv).max()  # a wrong gradient where the true one is exactly 0
+    np.save(os.path.join(out, "dK.npy"), dk)
+    expect("check --output dQ,dK,dV: a wrong dK fails the list", ["check", "02-attention", case, out,
+           "--output", "dQ,dK,dV"], 1, "FAIL")
+    expect("check --output with a list needs a folder", ["check", "02-attention", case, os.path.join(out, "dQ.npy"),
+           "--output", "dQ,dK"], 2, "folder", err_one_line=True)
+
+
 def mla_cases(tmp, rng):
     """03-mla through the contract: the committed case round-trips, user shapes get an oracle, wrong fails."""
     j = os.path.join
@@ -288,6 +307,7 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("check 05-eplb: a float candidate is bad input", ["check", "05-eplb", eplb,
            os.path.join(eplb, "weight.npy")], 2, "integer dtype", err_one_line=True)
     oracle_cli_cases(tmp, case, eplb, good)
+    gradient_list_cases(tmp)
     expect("reproduce 01-softmax --quick writes the table", ["reproduce", "01-softmax", "--quick", "--out",
            os.path.join(tmp, "r")], 0, "paper")
     plan_cases(tmp)

@@ -128,6 +128,30 @@ TEST_CASE("01-softmax contract: mixed scales, zeroed tiny probabilities fail") {
   CHECK_FALSE(r.pass);
 }
 
+TEST_CASE("01-softmax contract: flush-to-zero (--ftz) accepts 0 for a subnormal probability, and only that") {
+  const Array<float> x = softmax::golden_case_input("mixed_scales");
+  const Contract& c = contract("01-softmax");
+  const Tensors in{{"x", to_npy(x)}};
+  const Tensors want = run_oracle(c, in, {});
+  // A correct float32 answer from a device that flushes subnormal results to 0.
+  Array<float> y = softmax::apply(&softmax::safe_rows<float>, x);
+  int64_t flushed = 0;
+  for (float& v : y.data)
+    if (v != 0 && std::abs(v) < std::numeric_limits<float>::min()) v = 0, ++flushed;
+  REQUIRE(flushed > 0);  // the case has subnormal probabilities
+  CHECK_FALSE(check(c, in, {}, want, "y", to_npy(y)).pass);
+  const CheckReport r = check(c, in, {}, want, "y", to_npy(y), "", {}, true);
+  CHECK(r.pass);
+  CHECK(r.text.find("flush-to-zero") != std::string::npos);
+  // FTZ forgives 0 for a subnormal value only: a zeroed normal probability still fails.
+  float* smallest_normal = nullptr;
+  for (float& v : y.data)
+    if (v >= std::numeric_limits<float>::min() && (!smallest_normal || v < *smallest_normal)) smallest_normal = &v;
+  REQUIRE(smallest_normal != nullptr);
+  *smallest_normal = 0;
+  CHECK_FALSE(check(c, in, {}, want, "y", to_npy(y), "", {}, true).pass);
+}
+
 TEST_CASE("01-softmax contract: correct candidates pass (rungs fp32 / fp64, numpy-style, every golden)") {
   std::vector<Array<float>> xs;
   for (const std::string& n : softmax::golden_case_names())

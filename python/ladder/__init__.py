@@ -208,13 +208,14 @@ def oracle(stage, **inputs_and_params):
     return _ladder.oracle(stage, inputs, params)
 
 
-def check(stage, case_or_inputs, candidate, output=None, rule=None, **params):
+def check(stage, case_or_inputs, candidate, output=None, rule=None, ftz=False, **params):
     """Judges a candidate output by the stage's tolerance rule; returns the report as a dict
     {"pass", "output", "rule", "failed", "metrics", "text"}.
 
     case_or_inputs: a case folder (path with case.json, from `ladder golden` or `ladder oracle`), a
     golden(...) dict, or a dict of input arrays (the expected outputs then come from the fp64 oracle;
     parameters as keyword arguments). output: which output the candidate is (default: the first).
+    ftz=True: flush-to-zero, a subnormal expected value matched by 0 counts as equal (a GPU's fast-math).
     """
     if isinstance(case_or_inputs, (str, os.PathLike)):
         case = _ladder.read_case(stage, os.fspath(case_or_inputs))
@@ -230,7 +231,7 @@ def check(stage, case_or_inputs, candidate, output=None, rule=None, **params):
     else:
         raise TypeError("case_or_inputs: expected a case folder path, a golden() dict or a dict of input arrays, "
                         f"got {type(case_or_inputs).__name__}")
-    return _ladder.check(stage, inputs, params_json, expected, output or "", candidate, rule or "")
+    return _ladder.check(stage, inputs, params_json, expected, output or "", candidate, rule or "", bool(ftz))
 
 
 def golden(stage, case=None):

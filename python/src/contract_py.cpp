@@ -80,7 +80,8 @@ py::dict describe_dict(const std::string& stage) {
     outputs.append(py::dict(py::arg("name") = o.name, py::arg("dtype") = o.dtype, py::arg("shape") = o.shape,
                             py::arg("doc") = o.doc, py::arg("rule") = std::string(rule_name(o.rule)),
                             py::arg("k") = o.k, py::arg("why") = o.why, py::arg("probability") = o.probability,
-                            py::arg("masked_by") = o.masked_by));
+                            py::arg("masked_by") = o.masked_by, py::arg("floor_ulps") = o.floor_ulps,
+                            py::arg("slice_axes") = o.slice_axes, py::arg("judged_with") = o.judged_with));
   d["inputs"] = inputs;
   d["params"] = params;
   d["outputs"] = outputs;
@@ -131,7 +132,7 @@ void bind_contracts(py::module_& m) {
   m.def(
       "check",
       [](const std::string& stage, const py::dict& inputs, const std::string& params_json, const py::dict& expected,
-         const std::string& output, py::handle candidate, const std::string& rule) {
+         const std::string& output, py::handle candidate, const std::string& rule, bool ftz) {
         const Contract& c = contract(stage);
         const Tensors in = to_tensors(inputs, ""), exp = to_tensors(expected, "expected");
         const NpyData cand = to_npy_data(candidate, "candidate");
@@ -139,12 +140,12 @@ void bind_contracts(py::module_& m) {
         CheckReport r;
         {
           py::gil_scoped_release nogil;
-          r = check(c, in, params, exp, output, cand, rule);
+          r = check(c, in, params, exp, output, cand, rule, {}, ftz);
         }
         return report_dict(r);
       },
       py::arg("stage"), py::arg("inputs"), py::arg("params_json"), py::arg("expected"), py::arg("output"),
-      py::arg("candidate"), py::arg("rule"));
+      py::arg("candidate"), py::arg("rule"), py::arg("ftz") = false);
   m.def(
       "run",
       [](const std::string& stage, const std::string& backend, const std::string& id, const py::dict& inputs,

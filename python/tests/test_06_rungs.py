@@ -78,7 +78,11 @@ def test_simulator_rungs_are_the_oracles_event_loop():
     fast = ladder.run("06-disagg", "disaggregated", arrival_ms=t, input_len=i, output_len=o,
                       placement={"prefill": 2, "decode": 1})
     assert np.array_equal(slow["ttft_ms"], fast["ttft_ms"])
-    assert (slow["finish_ms"][o > 1] > fast["finish_ms"][o > 1]).all()
+    # Later on the whole, and for the request with the most KV to move; not for every request: a request
+    # whose KV lands later can join a smaller batch (a step boundary later) and finish sooner (here the
+    # third, 129.8 ms on the slow link vs 133.1 ms on the fast one).
+    assert slow["finish_ms"][o > 1].mean() > fast["finish_ms"][o > 1].mean()
+    assert slow["finish_ms"][np.argmax(i)] > fast["finish_ms"][np.argmax(i)]
     assert np.array_equal(slow["finish_ms"][o == 1], fast["finish_ms"][o == 1])
 
 

@@ -63,7 +63,20 @@ Tolerance Contract::tolerance(const std::string& name, DType candidate) const {
   require(candidate == DType::F4 || candidate == DType::F8,
           "{}: candidate dtype {} violates dtype in {{<f4, <f8}} for output {}", stage, dtype_name(candidate), name);
   const bool f64 = candidate == DType::F8;
-  return Tolerance{f64 ? spec.k + 1 : spec.k, spec.floor_ulps, f64 ? 0x1p-52 : 0x1p-23};
+  Tolerance t{f64 ? spec.k + 1 : spec.k, spec.floor_ulps, f64 ? 0x1p-52 : 0x1p-23};
+  t.slice_axes = spec.slice_axes;
+  // The sliced axes' names from the symbolic shape ("[B, H, Nq, d]" -> "B, H").
+  std::string names = spec.shape;
+  names.erase(std::remove_if(names.begin(), names.end(), [](char ch) { return ch == '[' || ch == ']'; }), names.end());
+  for (int a = 0, pos = 0; a < spec.slice_axes; ++a) {
+    const size_t comma = names.find(',', static_cast<size_t>(pos));
+    const std::string axis = names.substr(static_cast<size_t>(pos), comma == std::string::npos ? std::string::npos
+                                                                                                : comma - static_cast<size_t>(pos));
+    t.slice_names += (a ? ", " : "") + axis.substr(axis.find_first_not_of(' '));
+    if (comma == std::string::npos) break;
+    pos = static_cast<int>(comma) + 1;
+  }
+  return t;
 }
 
 Array<double> fp64_baseline(const Array<double>& oracle, Array<double> b) {
@@ -146,9 +159,41 @@ std::string looks_like(const Tensors& expected, const std::string& output, const
 
 }  // namespace
 
+namespace {
+
+// Tolerance::group_scale / group_berr for an output judged with others (OutputSpec::judged_with): per
+// slice of the leading slice_axes axes, the largest max|oracle| and max|baseline - oracle| over the
+// group's outputs present in the case.
+void group_tolerance(const Contract& c, const OutputSpec& spec, const Tensors& expected, const Tensors& base, bool f64,
+                     Tolerance& tol) {
+  for (const OutputSpec& g : c.outputs) {
+    if (g.judged_with != spec.judged_with || !expected.count(g.name) || !base.count(g.name)) continue;
+    const Array<double> o = npy_as_double(expected.at(g.name));
+    Array<double> b = npy_as_double(base.at(g.name));
+    if (b.shape != o.shape) continue;
+    if (f64) b = fp64_baseline(o, std::move(b));
+    const int sa = std::min(spec.slice_axes, static_cast<int>(o.shape.size()));
+    int64_t slices = 1;
+    for (int d = 0; d < sa; ++d) slices *= o.shape[static_cast<size_t>(d)];
+    if (slices <= 0 || o.size() % slices != 0) continue;
+    if (tol.group_scale.empty()) tol.group_scale.assign(static_cast<size_t>(slices), 0.0), tol.group_berr = tol.group_scale;
+    require(tol.group_scale.size() == static_cast<size_t>(slices),
+            "{}: outputs judged together ({}) have different slice counts", c.stage, spec.judged_with);
+    const int64_t per = o.size() / slices;
+    for (int64_t i = 0; i < o.size(); ++i) {
+      const size_t s = static_cast<size_t>(i / per);
+      if (!std::isfinite(o.data[i])) continue;
+      tol.group_scale[s] = std::max(tol.group_scale[s], std::abs(o.data[i]));
+      if (std::isfinite(b.data[i])) tol.group_berr[s] = std::max(tol.group_berr[s], std::abs(b.data[i] - o.data[i]));
+    }
+  }
+}
+
+}  // namespace
+
 CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
                   std::string output, const NpyData& candidate, const std::string& rule,
-                  const Tensors& companions) {
+                  const Tensors& companions, bool ftz) {
   if (output.empty()) output = c.outputs.front().name;
   const OutputSpec& spec = c.output(output);
   const NpyData& exp = tensor(expected, output, c.stage + " expected outputs");
@@ -199,7 +244,9 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
   require(b.shape == o.shape, "{}: baseline of output {} has shape {} where the oracle's is {}", c.stage, output,
           shape_str(b.shape), shape_str(o.shape));
   if (f64) b = fp64_baseline(o, std::move(b));
-  const Tolerance tol = c.tolerance(output, candidate.dtype);
+  Tolerance tol = c.tolerance(output, candidate.dtype);
+  tol.ftz = ftz;
+  if (!spec.judged_with.empty()) group_tolerance(c, spec, expected, base, f64, tol);
   CompareReport cr;
   if (spec.rule == Rule::elementwise) {
     const Array<double>* mask = nullptr;
@@ -228,8 +275,14 @@ std::string describe(const Contract& c) {
   s += "outputs (the oracle writes NAME.npy; `ladder check --output NAME` judges a candidate):\n";
   for (const OutputSpec& o : c.outputs) {
     s += fmt::format("  {:<12} {:<8} {:<28} {}\n", o.name, o.dtype, o.shape, o.doc);
-    s += fmt::format("  {:<12} rule {}{}: {}\n", "", rule_name(o.rule),
-                     o.rule == Rule::exact ? "" : fmt::format(" (k = {})", o.k), o.why);
+    std::string how;
+    if (o.rule != Rule::exact) {
+      how = fmt::format(" (k = {}", o.k);
+      if (o.slice_axes > 0) how += fmt::format("; per slice of {}", c.tolerance(o.name, DType::F4).slice_names);
+      if (!o.judged_with.empty()) how += fmt::format("; judged with the {}", o.judged_with);
+      how += ")";
+    }
+    s += fmt::format("  {:<12} rule {}{}: {}\n", "", rule_name(o.rule), how, o.why);
   }
   s += fmt::format("oracle: {}\n", c.oracle_doc);
   if (!c.baseline_doc.empty()) s += fmt::format("baseline: {}\n", c.baseline_doc);

@@ -24,15 +24,20 @@ inline const Tolerance kBackward32 = contract("02-attention").tolerance("dQ", DT
 inline const Tolerance kForward64 = contract("02-attention").tolerance("O", DType::F8);
 inline const Tolerance kBackward64 = contract("02-attention").tolerance("dQ", DType::F8);
 
-// The gradient (dQ, dK, dV) as one flat tensor. A component can be exactly zero (one key: P = 1, so
-// dS = P o (dP - D) = 0 and dQ = dK = 0), where a floor "at the output's scale" would be 0 and demand
-// bit-exact zeros; taken together the floor is at the scale of the whole gradient.
+// The gradient (dQ, dK, dV) as one tensor per batch row and head, [B, H, Nq d + 2 Nk d]: the contract judges
+// them together (OutputSpec::judged_with) and per (b, h) slice. A component can be exactly zero (one key:
+// P = 1, so dS = P o (dP - D) = 0 and dQ = dK = 0), where a floor "at the output's scale" would be 0 and
+// demand bit-exact zeros; taken together the floor is at the scale of the slice's whole gradient.
 template <class T>
 Array<T> gradient(const attention::Grads<T>& g) {
-  Array<T> r({g.dQ.size() + g.dK.size() + g.dV.size()});
-  auto it = std::copy(g.dQ.data.begin(), g.dQ.data.end(), r.data.begin());
-  it = std::copy(g.dK.data.begin(), g.dK.data.end(), it);
-  std::copy(g.dV.data.begin(), g.dV.data.end(), it);
+  const int64_t B = g.dQ.shape[0], H = g.dQ.shape[1], q = g.dQ.size() / (B * H), k = g.dK.size() / (B * H);
+  Array<T> r({B, H, q + 2 * k});
+  auto it = r.data.begin();
+  for (int64_t s = 0; s < B * H; ++s) {
+    it = std::copy(g.dQ.data.begin() + s * q, g.dQ.data.begin() + (s + 1) * q, it);
+    it = std::copy(g.dK.data.begin() + s * k, g.dK.data.begin() + (s + 1) * k, it);
+    it = std::copy(g.dV.data.begin() + s * k, g.dV.data.begin() + (s + 1) * k, it);
+  }
   return r;
 }
 

@@ -3,11 +3,15 @@
 //
 //   ladder describe [STAGE]                                    the contract: files, dtypes, shapes, rules
 //   ladder oracle STAGE --inputs DIR --out DIR [--params F]    fp64 expected outputs of your inputs + case.json
-//   ladder check STAGE CASE_DIR CANDIDATE.npy [--output NAME] [--rule NAME]
+//   ladder check STAGE CASE_DIR CANDIDATE.npy [--output NAME] [--rule NAME] [--ftz]
+//   ladder check STAGE CASE_DIR FOLDER --output A,B,C      several outputs, FOLDER/A.npy ...: pass if all pass
 // Exit 0: pass; 1: fail (the full report is printed); 2: bad input -- one line, via ladder::Error.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "ladder/core/contract.hpp"
@@ -35,30 +39,49 @@ void require_out_dir(const std::string& out) {
 void add_check_command(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string stage, case_dir, candidate, output, rule;
+    bool ftz = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("check", "judge a candidate output by the stage's contract (exit 0 pass, 1 fail, 2 bad input)");
   cmd->add_option("stage", o->stage, "stage, e.g. NN-name (see `ladder describe`)")->required();
   cmd->add_option("case_dir", o->case_dir, "case folder (from `ladder golden` or `ladder oracle`)")->required();
-  cmd->add_option("candidate", o->candidate, "candidate output (.npy)")->required();
-  cmd->add_option("--output", o->output, "which output the candidate is (default: the contract's first)");
+  cmd->add_option("candidate", o->candidate, "candidate output (.npy), or a folder of NAME.npy with --output A,B")
+      ->required();
+  cmd->add_option("--output", o->output, "which output the candidate is (default: the contract's first); a list "
+                  "A,B,C judges FOLDER/A.npy, FOLDER/B.npy, ... each");
   cmd->add_option("--rule", o->rule, "another rule the contract offers (see `ladder describe STAGE`)");
+  cmd->add_flag("--ftz", o->ftz, "flush-to-zero: a subnormal expected value matched by 0 counts as equal (a GPU's "
+                "fast-math or FTZ kernel)");
   cmd->callback([o, &exit_code] {
     const Contract& c = contract(o->stage);
-    if (!o->output.empty()) c.output(o->output);  // names the known outputs if not one
-    const NpyData cand = read_candidate(o->candidate, "CANDIDATE");
+    std::vector<std::string> outputs;  // one, or the --output list
+    for (size_t pos = 0; pos <= o->output.size();) {
+      const size_t comma = std::min(o->output.find(',', pos), o->output.size());
+      outputs.push_back(o->output.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    for (const std::string& name : outputs)
+      if (!name.empty() || outputs.size() > 1) c.output(name);  // names the known outputs if not one
+    const bool list = outputs.size() > 1;
+    if (list) require(fs::is_directory(o->candidate), "CANDIDATE {}: --output lists {} outputs, so a folder of "
+                      "NAME.npy files is required", o->candidate, outputs.size());
     const CaseFolder cf = read_case(c, o->case_dir);
-    Tensors companions;  // the candidate's other outputs beside it, for rules that judge them together
-    if (!o->rule.empty())
-      for (const OutputSpec& s : c.outputs) {
-        const fs::path p = fs::path(o->candidate).parent_path() / (s.name + ".npy");
-        if (s.name != o->output && fs::is_regular_file(p) && !fs::equivalent(p, o->candidate))
-          companions[s.name] = read_npy(p);
-      }
-    const CheckReport r = check(c, cf.inputs, cf.params, cf.expected, o->output, cand, o->rule, companions);
     if (!cf.note.empty()) fmt::print("note: {}\n", cf.note);
-    fmt::print("{} vs {} ({}): {}\n", o->candidate, o->case_dir, r.output, r.text);
-    exit_code = r.pass ? 0 : 1;
+    bool all = true;
+    for (const std::string& name : outputs) {
+      const std::string path = list ? (fs::path(o->candidate) / (name + ".npy")).string() : o->candidate;
+      const NpyData cand = read_candidate(path, "CANDIDATE");
+      Tensors companions;  // the candidate's other outputs beside it, for rules that judge them together
+      if (!o->rule.empty())
+        for (const OutputSpec& s : c.outputs) {
+          const fs::path p = fs::path(path).parent_path() / (s.name + ".npy");
+          if (s.name != name && fs::is_regular_file(p) && !fs::equivalent(p, path)) companions[s.name] = read_npy(p);
+        }
+      const CheckReport r = check(c, cf.inputs, cf.params, cf.expected, name, cand, o->rule, companions, o->ftz);
+      fmt::print("{} vs {} ({}): {}\n", path, o->case_dir, r.output, r.text);
+      all = all && r.pass;
+    }
+    exit_code = all ? 0 : 1;
   });
 }
 

@@ -84,9 +84,9 @@ Contract contract_02_attention() {
   c.params = {{"causal", "bool", "query i attends key j iff j <= i + Nk - Nq (default false)"},
               {"scale", "number", "S = scale Q K^T (default 1/sqrt(d))"}};
   const std::string one_scale =
-      "one scale per tensor (FlashAttention's own test): an output row is a convex combination of V rows, "
-      "so every element carries error at the scale of V";
-  const std::string grad = "gradients: one scale per tensor (FlashAttention's test), k = 3 for the backward";
+      "one scale per batch row and head (each (b, h) an independent attention): an output row is a convex "
+      "combination of V rows, so every element carries error at the scale of V";
+  const std::string grad = "gradients: one scale per batch row and head, k = 3 for the backward";
   const std::string stat = "per-row statistics of one scale (S entries); -inf on fully masked rows must match";
   c.outputs = {{"O", "<f8", "[B, H, Nq, d]", "output (0 on fully masked rows)", Rule::max_abs, 2, one_scale, false, ""},
                {"L", "<f8", "[B, H, Nq]", "log-sum-exp of each score row (-inf if masked)", Rule::max_abs, 2, stat, false, ""},
@@ -95,6 +95,12 @@ Contract contract_02_attention() {
                {"dQ", "<f8", "[B, H, Nq, d]", "gradient w.r.t. Q", Rule::max_abs, 3, grad, false, ""},
                {"dK", "<f8", "[B, H, Nk, d]", "gradient w.r.t. K", Rule::max_abs, 3, grad, false, ""},
                {"dV", "<f8", "[B, H, Nk, d]", "gradient w.r.t. V", Rule::max_abs, 3, grad, false, ""}};
+  // Every output per batch row and head: each (b, h) is an independent attention (core/compare.hpp).
+  for (OutputSpec& o : c.outputs) o.slice_axes = 2;
+  // The gradients as one tensor (case.json's promise): dQ and dK are exactly 0 on a one-key attention, where
+  // dV is not; at dV's scale a correct float32 backward's rounding passes, a wrong gradient does not.
+  for (OutputSpec& o : c.outputs)
+    if (o.name == "dQ" || o.name == "dK" || o.name == "dV") o.judged_with = "gradients";
   c.oracle_doc = "naive_forward<double> and naive_backward<double> of the float32 inputs";
   c.baseline_doc = "naive forward and backward_naive in float32 (a float64 candidate: that error x 2^-29, k + 1)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_naive<double>(inputs(t, params)); };

@@ -169,15 +169,17 @@ Contract contract_03_mla() {
               {"rms_eps", "number", "RMSNorm epsilon (default 1e-6)"},
               {"softmax_scale", "number", "score scale (default 0: 1/sqrt(nope + rope))"}};
   const std::string one_scale =
-      "one scale per tensor: u is a sum over heads of convex combinations of value rows, so every element "
+      "one scale per sequence: u is a sum over heads of convex combinations of value rows, so every element "
       "carries error at the scale of u (FlashAttention's rule, the tests' kMla)";
   const std::string stat = "per-row statistics of one scale (score entries), as attention's L";
-  const std::string sc = "one scale per tensor (the scores of one step); entries past L_b are -inf and must be -inf";
+  const std::string sc = "one scale per sequence (its scores in one step); entries past L_b are -inf and must be -inf";
   c.outputs = {{"u", "<f8", "[B, hidden]", "the layer's attention output", Rule::max_abs, 2, one_scale, false, ""},
                {"lse", "<f8", "[B, H]", "log sum_j e^{scores_j}, j < L_b (FlashMLA's softmax_lse)", Rule::max_abs, 2,
                 stat, false, ""},
                {"scores", "<f8", "[B, H, Lmax]", "scaled scores q.k (-inf past L_b)", Rule::max_abs, 2, sc, false,
                 ""}};
+  // Every output per sequence: each b is an independent decode step (core/compare.hpp).
+  for (OutputSpec& o : c.outputs) o.slice_axes = 1;
   c.oracle_doc = "CD (decompress every head, then attention) at float64 of the float32 inputs; lse from its scores";
   c.baseline_doc = "CD in float32 (a float64 candidate: that error x 2^-29, k + 1)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_cd<double>(inputs(t, params)); };

@@ -9,6 +9,10 @@
 //      honest textbook implementation at the candidate's precision achieves), k = 2 forward and 3
 //      backward, and floor = floor_ulps * eps(output dtype) * max|oracle| (a few ULPs at the output's
 //      scale, so an exact baseline does not demand an exact candidate).
+//   Per slice: the leading axes of an output that index independent computations (a batch row and
+//   head of attention, a sequence of MLA, a token of MoE: Tolerance::slice_axes, from the contract)
+//   are judged apart, each with its own err_baseline and max|oracle| -- a head whose true values are
+//   1e-9 is checked at 1e-9, not at the 1e-6 x max|O| of the whole tensor (zeroing it fails).
 // The tolerance is never tuned per tensor: k, floor_ulps and the baseline are fixed per stage.
 // The report names the max abs and rel error with their index, NMSE, cosine difference and the
 // share of elements within tolerance. Integer outputs are compared exactly (compare_exact).
@@ -21,6 +25,7 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -39,6 +44,20 @@ struct Tolerance {
   // glibc's is correctly rounded), derived in ladder/core/device_math.hpp; 0 for CPU candidates.
   // The max-abs rule adds device_rel * max|oracle| to the floor.
   double device_rel = 0;
+  // The rule per independent slice: the leading `slice_axes` axes index independent computations (a
+  // batch row and head of attention, a sequence of MLA, a token of MoE), and each slice is judged with
+  // its own scale and its own baseline error, so a slice whose true values are small is checked at its
+  // own scale instead of hiding under the tensor's largest. 0: one scale for the whole tensor.
+  // slice_names: the axes' names for the report ("B, H"), from the output's symbolic shape.
+  int slice_axes = 0;
+  std::string slice_names = {};
+  // Flush-to-zero: an oracle value below the candidate dtype's smallest normal number (a subnormal)
+  // matched by an exact 0 counts as equal -- what GPUs do in fast-math and some kernels on purpose.
+  bool ftz = false;
+  // Outputs judged together (OutputSpec::judged_with): per slice, the group's largest max|oracle| and
+  // baseline error, which replace this output's own where larger. An output that is exactly zero where
+  // its group is not (dQ and dK of a one-key attention, beside dV) is then judged at the group's scale.
+  std::vector<double> group_scale = {}, group_berr = {};
 };
 
 // "[i, j, k]" for flat index `flat` of a C-order array of shape s ("[-]" for none).
@@ -61,7 +80,9 @@ struct CompareReport {
   double max_abs_err = 0, max_rel_err = 0;
   int64_t max_abs_index = -1, max_rel_index = -1;
   double nmse = 0, cos_diff = 0, pct_within = 100;
-  double baseline_err = 0, floor = 0, tol = 0;
+  double baseline_err = 0, floor = 0, tol = 0;  // per-slice rule: those of the worst element's slice
+  std::string slice;                              // per-slice rule: the worst element's slice, "[0, 3] (B, H)"
+  bool ftz = false;                               // judged with flush-to-zero (Tolerance::ftz)
 
   std::string text() const {
     std::string s = pass ? "PASS (" + rule + " rule)" : "FAIL (" + rule + " rule): " + failure;
@@ -75,8 +96,13 @@ struct CompareReport {
       s += fmt::format("  tolerance per element = (k * baseline rel err at its magnitude + floor) * |oracle|; at the "
                        "worst element {:.3e} (baseline rel err {:.3e}, floor {:.3e})",
                        tol, baseline_err, floor);
+    else if (!slice.empty())
+      s += fmt::format("  tolerance per slice {} = k * the slice's baseline err + floor at its scale; at slice {}: "
+                       "{:.3e} = k * {:.3e} + {:.3e}",
+                       slice.substr(slice.find('(')), slice, tol, baseline_err, floor);
     else
       s += fmt::format("  tolerance {:.3e} = k * baseline err {:.3e} + floor {:.3e}", tol, baseline_err, floor);
+    if (ftz) s += "\n  flush-to-zero: a subnormal oracle value matched by 0 counts as equal";
     return s;
   }
   void fail(std::string f) {
@@ -86,6 +112,10 @@ struct CompareReport {
 };
 
 namespace detail {
+// The smallest normal number of the candidate's dtype (float32 or float64, told apart by eps).
+inline double smallest_normal(const Tolerance& t) {
+  return t.eps > 0x1p-40 ? static_cast<double>(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
+}
 inline int special_kind(double v) {  // 0 finite, 1 NaN, 2 +inf, 3 -inf
   if (std::isnan(v)) return 1;
   if (std::isinf(v)) return v > 0 ? 2 : 3;
@@ -117,12 +147,36 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
   require(baseline.shape == oracle.shape, "compare: baseline shape {} differs from oracle shape {}",
           shape_str(baseline.shape), shape_str(oracle.shape));
 
-  double scale = 0;
-  for (double o : oracle.data)
-    if (std::isfinite(o)) scale = std::max(scale, std::abs(o));
-  r.baseline_err = detail::max_abs_err(oracle, baseline);
-  r.floor = tol.floor_ulps * tol.eps * scale + tol.device_rel * scale;
-  r.tol = tol.k * r.baseline_err + r.floor;
+  // One tolerance per slice (Tolerance::slice_axes): k x the slice's baseline error + the floor at the
+  // slice's scale.
+  require(tol.slice_axes >= 0 && tol.slice_axes <= static_cast<int>(oracle.shape.size()),
+          "compare: slice_axes = {} violates 0 <= slice_axes <= the output's rank {}", tol.slice_axes,
+          oracle.shape.size());
+  const int sa = tol.slice_axes;
+  int64_t slices = 1;
+  for (int d = 0; d < sa; ++d) slices *= oracle.shape[static_cast<size_t>(d)];
+  const int64_t per = slices > 0 ? r.n / slices : 0;
+  std::vector<double> s_tol(static_cast<size_t>(slices)), s_floor(s_tol.size()), s_berr(s_tol.size());
+  for (int64_t s = 0; s < slices; ++s) {
+    double scale = 0, berr = 0;
+    for (int64_t i = s * per; i < (s + 1) * per; ++i) {
+      const double o = oracle.data[i], v = static_cast<double>(baseline.data[i]);
+      if (std::isfinite(o)) scale = std::max(scale, std::abs(o));
+      if (std::isfinite(o) && std::isfinite(v)) berr = std::max(berr, std::abs(v - o));
+    }
+    const size_t k = static_cast<size_t>(s);
+    if (k < tol.group_scale.size()) scale = std::max(scale, tol.group_scale[k]);
+    if (k < tol.group_berr.size()) berr = std::max(berr, tol.group_berr[k]);
+    s_berr[k] = berr;
+    s_floor[k] = tol.floor_ulps * tol.eps * scale + tol.device_rel * scale;
+    s_tol[k] = tol.k * berr + s_floor[k];
+  }
+  auto slice_of = [&](int64_t i) { return per > 0 ? static_cast<size_t>(i / per) : size_t{0}; };
+  r.ftz = tol.ftz;
+  const double tiny = detail::smallest_normal(tol);
+  // Reported: the slice of the worst element (largest error over its slice's tolerance).
+  int64_t worst = -1;
+  double worst_ratio = -1;
 
   double num = 0, den = 0, dot = 0, cc = 0;
   int64_t within = 0, first_special = -1;
@@ -133,17 +187,20 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
       if (first_special < 0) first_special = i;
       continue;
     }
-    if (ko != 0) {
+    if (ko != 0 || (tol.ftz && c == 0 && std::abs(o) < tiny)) {
       ++within;
       continue;
     }
     const double e = std::abs(c - o);
+    const size_t sl = slice_of(i);
     if (e > r.max_abs_err || r.max_abs_index < 0) r.max_abs_err = e, r.max_abs_index = i;
-    if (std::abs(o) > r.floor) {
+    if (std::abs(o) > s_floor[sl]) {
       const double rel = e / std::abs(o);
       if (rel > r.max_rel_err || r.max_rel_index < 0) r.max_rel_err = rel, r.max_rel_index = i;
     }
-    if (e <= r.tol) ++within;
+    const double ratio = s_tol[sl] > 0 ? e / s_tol[sl] : (e > 0 ? HUGE_VAL : 0.0);
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+    if (e <= s_tol[sl]) ++within;
     num += e * e;
     den += o * o;
     dot += c * o;
@@ -152,13 +209,27 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
   r.nmse = den > 0 ? num / den : num;
   r.cos_diff = (den > 0 && cc > 0) ? 1.0 - dot / std::sqrt(den * cc) : (num > 0 ? 1.0 : 0.0);
   r.pct_within = r.n ? 100.0 * static_cast<double>(within) / static_cast<double>(r.n) : 100.0;
+  if (worst < 0 && slices > 0) worst = 0;
+  if (worst >= 0 && slices > 0) {
+    const size_t sl = slice_of(worst);
+    r.baseline_err = s_berr[sl], r.floor = s_floor[sl], r.tol = s_tol[sl];
+  }
+  if (sa > 0 && worst >= 0) {
+    Shape lead(oracle.shape.begin(), oracle.shape.begin() + sa);
+    r.slice = fmt::format("{} ({})", index_str(lead, static_cast<int64_t>(slice_of(worst))), tol.slice_names);
+  }
   if (first_special >= 0) {
     r.fail(fmt::format("NaN/inf position mismatch at {}: candidate {} where the oracle has {}",
                        index_str(r.shape, first_special), static_cast<double>(cand.data[first_special]),
                        oracle.data[first_special]));
-  } else if (r.max_abs_err > r.tol) {
-    r.fail(fmt::format("max abs err {:.3e} at {} exceeds tolerance {:.3e}", r.max_abs_err,
-                       index_str(r.shape, r.max_abs_index), r.tol));
+  } else if (worst_ratio > 1) {
+    const double e = std::abs(static_cast<double>(cand.data[worst]) - oracle.data[worst]);
+    if (sa > 0)
+      r.fail(fmt::format("abs err {:.3e} at {} exceeds its slice's tolerance {:.3e} (slice {}: k * its baseline err "
+                         "{:.3e} + floor {:.3e})",
+                         e, index_str(r.shape, worst), r.tol, r.slice, r.baseline_err, r.floor));
+    else
+      r.fail(fmt::format("max abs err {:.3e} at {} exceeds tolerance {:.3e}", e, index_str(r.shape, worst), r.tol));
   }
   r.pass = r.failure.empty();
   return r;

@@ -6,8 +6,8 @@
 // entry below ~1e-7 be zeroed, scaled by 20 or made negative. Each element is judged at its own scale:
 //
 //   s_i   = max(|o_i|, tiny)            (tiny = smallest normal number of the candidate's dtype: below
-//                                        it the dtype has no relative precision left, so an FTZ
-//                                        device's 0 for a subnormal result is not an error)
+//                                        it the dtype has no relative precision left; with
+//                                        Tolerance::ftz an exact 0 for a subnormal oracle value is equal)
 //   rel_i = |c_i - o_i| / s_i
 //   B(q)  = max rel error of the same-precision baseline over elements of binade q (s in [2^q, 2^q+1)),
 //           made non-increasing in magnitude: B'(q) = max_{q' >= q} B(q'). A softmax entry's rounding
@@ -51,8 +51,8 @@ inline CompareReport compare_elementwise(const Array<double>& oracle, const Arra
           shape_str(baseline.shape), shape_str(oracle.shape));
   require(!mask || mask->shape == oracle.shape, "compare: mask shape {} differs from oracle shape {}",
           mask ? shape_str(mask->shape) : "", shape_str(oracle.shape));
-  const double tiny = tol.eps > 0x1p-40 ? static_cast<double>(std::numeric_limits<float>::min())
-                                        : std::numeric_limits<double>::min();
+  const double tiny = detail::smallest_normal(tol);
+  r.ftz = tol.ftz;
   auto scale = [tiny](double o) { return std::max(std::abs(o), tiny); };
   // Binade of s: ilogb in [-1075, 1024); offset so it indexes a vector.
   constexpr int kOff = 1100, kBins = 2200;
@@ -82,7 +82,7 @@ inline CompareReport compare_elementwise(const Array<double>& oracle, const Arra
       if (first_special < 0) first_special = i;
       continue;
     }
-    if (ko != 0) {
+    if (ko != 0 || (tol.ftz && c == 0 && std::abs(o) < tiny)) {  // FTZ: Tolerance::ftz
       ++within;
       continue;
     }

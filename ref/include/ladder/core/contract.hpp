@@ -72,6 +72,12 @@ struct OutputSpec {
   bool probability = false;  // structural facts: >= 0, rows sum to the oracle's row sum
   std::string masked_by;     // input whose -inf positions must give exactly 0 (empty: none)
   double floor_ulps = 4;     // the rule's floor, in ULPs of the candidate's dtype at the output's scale
+  // Rule::max_abs per independent slice: the leading slice_axes axes of the shape index independent
+  // computations (attention: B, H; MLA: B; MoE: T), each judged at its own scale (core/compare.hpp).
+  int slice_axes = 0;
+  // Outputs with the same non-empty judged_with are judged as one tensor: per slice, the group's scale
+  // and baseline error (core/compare.hpp, Tolerance::group_scale), e.g. attention's dQ, dK, dV.
+  std::string judged_with = {};
 };
 
 struct ParamSpec {
@@ -135,9 +141,10 @@ Tensors run_rung(const Contract& c, const Rung& rung, const Tensors& inputs, con
 // Judges `candidate` as output `output` (empty: the first output) by the contract's rule, or by the
 // named extra rule. Bad candidates (wrong dtype or shape) throw Error; a wrong answer is pass = false.
 // `companions`: the candidate's other outputs, where an extra rule judges them together (a placement's rule "valid").
+// ftz: judge with flush-to-zero (Tolerance::ftz: a subnormal oracle value matched by 0 counts as equal).
 CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
                   std::string output, const NpyData& candidate, const std::string& rule = "",
-                  const Tensors& companions = {});
+                  const Tensors& companions = {}, bool ftz = false);
 // `ladder describe`: the contract as text.
 std::string describe(const Contract& c);
 

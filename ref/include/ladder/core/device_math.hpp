@@ -50,7 +50,7 @@ constexpr double weighted_average_abs(double max_abs_value, double ulps = cuda_e
 }
 
 // The tolerance for a CUDA softmax candidate: `base` plus the device's exp allowance.
-constexpr Tolerance cuda_softmax_tolerance(Tolerance base = {}, double exp_ulps = cuda_expf_ulps) {
+inline Tolerance cuda_softmax_tolerance(Tolerance base = {}, double exp_ulps = cuda_expf_ulps) {
   base.device_rel = softmax_rel(exp_ulps);
   return base;
 }
