@@ -195,5 +195,6 @@ TEST_CASE("01-softmax contract: a torch-like candidate passes on the rows the co
   CHECK_MESSAGE(r.pass, r.text);
   const CheckReport o = judge(x, oracle_y(x));  // the oracle itself, as a float64 candidate
   CHECK_MESSAGE(o.pass, o.text);
-  for (auto rows : {&softmax::safe_rows<float>, &softmax::online_rows<float>}) CHECK(judge(x, softmax::apply(rows, x)).pass);
+  for (auto rows : {&softmax::safe_rows<float>, &softmax::online_rows<float>})
+    CHECK(judge(x, softmax::apply(rows, x)).pass);
 }
