@@ -13,6 +13,7 @@
 #include "golden_util.hpp"
 #include "lab_check.hpp"
 #include "lab_oracle.hpp"
+#include "special_rows.hpp"
 #include "ladder/core/compare.hpp"
 #include "ladder/core/contract.hpp"
 #include "ladder/core/json.hpp"
@@ -113,7 +114,7 @@ TEST_CASE("goldens: every case regenerated from its seed equals the committed fi
           doctest::test_suite("judge")) {
   test::TempDir tmp;
   const auto names = softmax::golden_case_names();
-  CHECK(names.size() == 9);
+  CHECK(names.size() == 10);
   for (const std::string& name : names) {
     CAPTURE(name);
     const fs::path ref = test::golden_dir(kStage) / name, out = tmp.path / name;
@@ -186,6 +187,27 @@ TEST_CASE("an all -inf row is defined as zeros (safe, online); naive computes 0/
   }
   const Array<float> n = softmax::apply(&softmax::naive_rows<float>, x);
   for (int64_t j = 0; j < x.cols(); ++j) CHECK(std::isnan(n.data[j]));
+}
+
+TEST_CASE("NaN and inf rows: every reference rung (float32, float64), the oracle and the golden follow the semantics") {
+  // softmax.hpp's header: all -inf -> zeros (naive: 0/0 = NaN, its lesson), a NaN or +inf anywhere -> the
+  // row NaN, -inf beside finite -> exactly 0. Rows from special_rows.hpp at lengths around every lane
+  // width and online_vec step, and the golden case nan_inf as committed.
+  namespace sp = test::softmax_special;
+  const int64_t step = softmax::vec::kOnlineStep<float>;
+  std::vector<std::pair<std::string, Array<float>>> cases;
+  for (int64_t V : {int64_t{1}, int64_t{2}, int64_t{37}, step + 3, int64_t{1025}})
+    cases.emplace_back("special rows of length " + std::to_string(V), sp::rows(V));
+  const fs::path dir = test::golden_dir(kStage) / "nan_inf";
+  cases.emplace_back("nan_inf", load_npy<float>(dir / "x.npy"));
+  sp::check("oracle (committed y.npy)", "float64", "nan_inf", cases.back().second, load_npy<double>(dir / "y.npy"));
+  for (const auto& [what, x] : cases) {
+    sp::check("oracle (safe)", "float64", what, x, reference("safe", x.cast<double>()));
+    for (const Rung* r : registry().stage(kStage, "ref")) {
+      sp::check(r->id, "float32", what, x, run32(*r, x), r->id == "naive");
+      sp::check(r->id, "float64", what, x, run64(*r, x.cast<double>()), r->id == "naive");
+    }
+  }
 }
 
 TEST_CASE("-inf entries get probability exactly 0 in every rung") {

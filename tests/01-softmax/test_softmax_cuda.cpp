@@ -11,6 +11,7 @@
 #include "golden_util.hpp"
 #include "lab_check.hpp"
 #include "lab_oracle.hpp"
+#include "special_rows.hpp"
 #include "ladder/core/compare.hpp"
 #include "ladder/core/device_math.hpp"
 #include "ladder/core/json.hpp"
@@ -102,6 +103,20 @@ TEST_CASE("every CUDA rung on awkward shapes: cols in {1, 31, 32, 33, 97, 1023, 
       for (const Rung* r : registry().stage(kStage, "cuda")) check_against_oracle(*r, x, oracle, what);
     }
   }
+}
+
+TEST_CASE("NaN and inf rows: every CUDA rung follows the semantics (all -inf -> zeros, NaN or +inf -> the row NaN)") {
+  // The rows of special_rows.hpp at lengths that take each launch path of v2/v3 (a warp, float4 and
+  // scalar slices of every kPer, and 16387 unaligned: the strided fallback) and v4's lanes holding one
+  // or two elements; the golden case nan_inf as committed. v1_naive keeps its lesson on the all -inf row.
+  namespace sp = test::softmax_special;
+  std::vector<std::pair<std::string, Array<float>>> cases;
+  for (int64_t V : {1, 5, 37, 300, 1025, 4100, 16387})
+    cases.emplace_back("special rows of length " + std::to_string(V), sp::rows(V));
+  cases.emplace_back("nan_inf", load_npy<float>(test::golden_dir(kStage) / "nan_inf" / "x.npy"));
+  for (const auto& [what, x] : cases)
+    for (const Rung* r : registry().stage(kStage, "cuda"))
+      sp::check(r->id, "float32", what, x, run(*r, x), r->id == "v1_naive");
 }
 
 TEST_CASE("a wrong kernel result is caught: v3 applied to a row-shifted input fails the rule") {

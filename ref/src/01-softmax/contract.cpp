@@ -12,8 +12,15 @@ Contract contract_01_softmax() {
   Contract c;
   c.stage = "01-softmax";
   c.doc = "softmax over the last axis of x, row by row";
-  c.inputs = {{"x", "<f4", "[..., cols]", "logits as the kernel sees them; -inf = masked; NaN propagates"}};
-  c.outputs = {{"y", "<f8", "[..., cols]", "softmax of each row (a fully masked row is all zeros)",
+  // NaN and inf, per row (softmax.hpp's header is the one full statement, chapter 01 section 2 the why):
+  // IEEE evaluation of safe softmax, which is also what torch.softmax gives, except the fully masked row.
+  c.inputs = {{"x", "<f4", "[..., cols]",
+               "logits as the kernel sees them; -inf = masked (probability exactly 0); NaN and +inf allowed, "
+               "see y"}};
+  c.outputs = {{"y", "<f8", "[..., cols]",
+                "softmax of each row. A row of all -inf (fully masked) is all zeros (the FlashAttention "
+                "convention; PyTorch gives NaN). A NaN anywhere, also among -inf, makes the whole row NaN; so "
+                "does +inf (one or more: x - max = inf - inf), as in PyTorch. -inf beside a finite entry: 0",
                 Rule::elementwise, 2,
                 "probabilities span many orders of magnitude in one row: an absolute rule lets every small "
                 "entry be zeroed, scaled or made negative, so each entry is judged at its own scale; and the "

@@ -36,6 +36,9 @@ const std::map<std::string, CaseSpec>& specs() {
       {"neg_inf", {3, 33, 106, "-inf entries: every 3rd in row 0, the first in row 1, all but one in row 2", "ok"}},
       {"all_neg_inf", {2, 8, 107, "row 0 entirely -inf (defined as all zeros), row 1 ordinary", "nan"}},
       {"mixed_scales", {6, 257, 108, "rows scaled by 1e-3, 1, 10, 100, 1e3, 1e4 in one batch", "overflow"}},
+      {"nan_inf", {9, 37, 109, "NaN and inf rows, one of each kind: all -inf, NaN among -inf, NaN among finite, "
+                               "one +inf, three +inf, +inf among -inf, -inf mixed with finite, NaN and +inf, ordinary",
+                   "nan"}},
   };
   return s;
 }
@@ -47,6 +50,32 @@ const CaseSpec& spec(const std::string& name) {
 }
 
 constexpr int64_t kSample = 1024;
+
+// nan_inf's rows (37 columns: a warp of 32 lanes plus 5, so the v4 kernel's lanes 5..31 hold one
+// element each and lanes 0..4 two), with the value each must give (softmax.hpp's header):
+//   0 all -inf                            -> zeros (ladder's convention for a fully masked row)
+//   1 -inf but a NaN at column 5          -> NaN everywhere
+//   2 finite, a NaN at column 5           -> NaN everywhere
+//   3 finite, +inf at column 20           -> NaN everywhere
+//   4 finite, +inf at columns 0, 20, 36   -> NaN everywhere
+//   5 -inf but +inf at column 36          -> NaN everywhere
+//   6 finite, -inf at every 4th column    -> ordinary softmax, exactly 0 at the -inf
+//   7 finite, NaN at column 36, +inf at 3 -> NaN everywhere
+//   8 finite                              -> ordinary softmax (a rung's state does not leak across rows)
+void nan_inf_rows(Array<float>& x) {
+  const float ninf = -std::numeric_limits<float>::infinity(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t c = x.cols();
+  auto at = [&](int64_t r, int64_t j) -> float& { return x.data[static_cast<size_t>(r * c + j)]; };
+  for (int64_t j = 0; j < c; ++j) at(0, j) = at(1, j) = at(5, j) = ninf;
+  at(1, 5) = nan;
+  at(2, 5) = nan;
+  at(3, 20) = inf;
+  at(4, 0) = at(4, 20) = at(4, 36) = inf;
+  at(5, 36) = inf;
+  for (int64_t j = 0; j < c; j += 4) at(6, j) = ninf;
+  at(7, 36) = nan, at(7, 3) = inf;
+}
 
 }  // namespace
 
@@ -71,6 +100,8 @@ Array<float> golden_case_input(const std::string& name) {
       if (j != 17) x.data[2 * c.cols + j] = ninf;
   } else if (name == "all_neg_inf") {
     for (int64_t j = 0; j < c.cols; ++j) x.data[j] = ninf;
+  } else if (name == "nan_inf") {
+    nan_inf_rows(x);
   } else if (name == "mixed_scales") {
     const double scale[6] = {1e-3, 1.0, 10.0, 100.0, 1e3, 1e4};
     for (int64_t r = 0; r < c.rows; ++r)

@@ -13,19 +13,32 @@
 // row-major) is normalised independently; OpenMP splits rows, and every row is computed by the same
 // sequential loop, so the result does not depend on the thread count.
 //
-// Defined results (tested, see tests/01-softmax/test_softmax.cpp):
-//   * naive overflows by design: exp(10000) = inf, so the row [10000, 10001, 10002, 10003] becomes
-//     inf / inf = NaN everywhere. That is the lesson of the rung.
-//   * a row that is all -inf (every position masked) has no admissible entry; safe and online define
-//     its softmax as all zeros (no probability mass, as attention defines a fully masked row to
-//     give O = 0). naive computes 0 / 0 = NaN there.
-//   * -inf entries elsewhere get probability exactly 0.
+// Defined results, NaN and inf (the contract's semantics, written once: `ladder describe 01-softmax`
+// prints them from ref/src/01-softmax/contract.cpp, chapter 01 section 2 says why; every rung is tested
+// on each kind of row in tests/01-softmax/ and by the golden case nan_inf). Per row:
+//   * -inf entries beside a finite one get probability exactly 0 (e^{-inf} = 0), the rest as usual.
+//   * a row that is all -inf (every position masked) is all zeros: no admissible entry, no probability
+//     mass, as attention defines a fully masked row to give O = 0 (the FlashAttention convention).
+//     ladder's one departure from IEEE evaluation and PyTorch, which give NaN (-inf - (-inf)).
+//   * a NaN anywhere makes the whole row NaN, among -inf entries too (a row holding a NaN is not a
+//     masked row): IEEE (it reaches d, and every y_i = e^{x_i - m} / d) and PyTorch.
+//   * +inf anywhere (once or more, beside finite or -inf entries) makes the whole row NaN: m = +inf and
+//     x_j - m = inf - inf = NaN at the +inf entries, so d is NaN (IEEE evaluation of Alg. 2; PyTorch).
+//     Not the limit (1/k at each of k +inf entries): no kernel computes it, and an inf logit is an
+//     upstream overflow to show, not to hide.
+//   * naive keeps its lesson: where e^x overflows d is inf and the row is NaN (so [10000, 10001,
+//     10002, 10003] is NaN everywhere), where every e^x underflows d is 0 and the row is 0/0 = NaN
+//     (an all -inf row is the extreme case: NaN, not zeros). Otherwise it follows the rules above.
+// The special rows cost one check per row, never a branch per element: the row maximum m (safe) or the
+// final running maximum (online) is -inf or +inf, or d is NaN or inf (naive). Only a row whose maximum
+// is -inf (all -inf, or -inf and NaN: std::max skips a NaN) is scanned once more, for a NaN.
 //
 // Memory accesses per element (Milakov & Gimelshein Table 1; what Cost reports):
 //   naive  3: pass 1 loads x_j (sum of exp); pass 2 loads x_j and stores y_j.
 //   safe   4: pass 1 loads x_j (max); pass 2 loads x_j (sum); pass 3 loads x_j and stores y_j.
 //   online 3: pass 1 loads x_j once for both m and d; pass 2 loads x_j and stores y_j.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -45,19 +58,23 @@ template <class T>
 void naive_row(const T* x, T* y, int64_t V) {
   T d = 0;
   for (int64_t j = 0; j < V; ++j) d += std::exp(x[j]);
+  if (!(d < std::numeric_limits<T>::infinity())) d = std::numeric_limits<T>::quiet_NaN();  // inf: the row is NaN
   for (int64_t i = 0; i < V; ++i) y[i] = std::exp(x[i]) / d;
 }
 
 // safe (notes Alg. 2): m_V = max_k x_k; d_V = sum_j e^{x_j - m_V}; y_i = e^{x_i - m_V} / d_V.
 template <class T>
 void safe_row(const T* x, T* y, int64_t V) {
-  // lab:todo(safe_row) notes Alg. 2: a max pass, a sum-of-exp pass, a normalise pass; an all -inf row gives zeros.
+  // lab:todo(safe_row) notes Alg. 2: a max pass, a sum-of-exp pass, a normalise pass; an all -inf row gives zeros, a NaN or +inf anywhere makes the row NaN (see the header: most of it follows from IEEE arithmetic, not all).
   T m = -std::numeric_limits<T>::infinity();
   for (int64_t k = 0; k < V; ++k) m = std::max(m, x[k]);  // Alg. 2 lines 1-4
-  if (m == -std::numeric_limits<T>::infinity()) {         // all -inf: defined as zeros (see header)
-    for (int64_t i = 0; i < V; ++i) y[i] = 0;
+  if (m == -std::numeric_limits<T>::infinity()) {         // all -inf: zeros, or NaN if std::max skipped a NaN
+    const bool nan = std::any_of(x, x + V, [](T v) { return std::isnan(v); });
+    std::fill(y, y + V, nan ? std::numeric_limits<T>::quiet_NaN() : T(0));
     return;
   }
+  // From here IEEE arithmetic gives the header's rows: a NaN reaches d through e^{NaN - m}, and m = +inf
+  // makes e^{inf - inf} = NaN there; either way d = NaN and every y_i = e^{x_i - m} / d is NaN.
   T d = 0;
   for (int64_t j = 0; j < V; ++j) d += math::exp(x[j] - m);         // Alg. 2 lines 5-8
   for (int64_t i = 0; i < V; ++i) y[i] = math::exp(x[i] - m) / d;  // Alg. 2 lines 9-11
@@ -71,10 +88,13 @@ void safe_row(const T* x, T* y, int64_t V) {
 // maximum (m_j = x_j, so e^{x_j - m_j} = 1) or it is not (m_j = m_{j-1}, so the rescale factor is 1).
 // The loop spells out both branches, so the pass costs one exp per element like safe's sum pass.
 // A -inf entry contributes e^{-inf} = 0 and is skipped (e^{-inf - (-inf)} would be NaN); while every
-// entry so far is -inf, m stays -inf and d stays 0.
+// entry so far is -inf, m stays -inf and d stays 0. A NaN entry fails x_j > m and lands in d as
+// e^{NaN - m} = NaN, which no later step undoes (NaN * 0 is NaN): d = NaN marks a row with a NaN. A
+// +inf entry becomes m with d = 1, and the finite entries then add e^{x - inf} = 0: the recurrence alone
+// would give 0 everywhere and e^{inf - inf} = NaN at the +inf, so the +inf row is made NaN after the pass.
 template <class T>
 void online_row(const T* x, T* y, int64_t V) {
-  // lab:todo(online_row) notes Alg. 3: one pass for m and d with the online recurrence, then the normalise pass; -inf entries and all -inf rows as documented above.
+  // lab:todo(online_row) notes Alg. 3: one pass for m and d with the online recurrence, then the normalise pass; -inf entries, all -inf rows, NaN and +inf as documented above (a check on m and d after the pass, not a branch per element).
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   T m = ninf, d = 0;
   for (int64_t j = 0; j < V; ++j) {  // Alg. 3 lines 1-5
@@ -85,10 +105,11 @@ void online_row(const T* x, T* y, int64_t V) {
       d += std::exp(x[j] - m);
     }
   }
-  if (m == ninf) {  // all -inf: defined as zeros (see header)
-    for (int64_t i = 0; i < V; ++i) y[i] = 0;
+  if (m == ninf) {  // all -inf: zeros; d is NaN if a NaN was among them, and so is the row (see header)
+    std::fill(y, y + V, std::isnan(d) ? std::numeric_limits<T>::quiet_NaN() : T(0));
     return;
   }
+  if (m == -ninf) d = std::numeric_limits<T>::quiet_NaN();  // +inf in the row: the row is NaN (see header)
   for (int64_t i = 0; i < V; ++i) y[i] = std::exp(x[i] - m) / d;  // Alg. 3 lines 6-8
   // lab:end
 }

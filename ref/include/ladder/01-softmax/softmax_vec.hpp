@@ -28,7 +28,8 @@
 //
 // float64 takes std::exp lane by lane (Eigen's double packet exp is not within the float64 floor), and
 // the registry's online_vec float64 is the one-lane online_rows (see ref/src/01-softmax/registry.cpp).
-// Same results contract as softmax.hpp (all -inf row -> zeros, -inf -> exactly 0, NaN propagates);
+// Same results contract as softmax.hpp (all -inf row -> zeros, -inf -> exactly 0, a NaN or +inf anywhere
+// -> the row NaN; the same one check per row on m and d, see online_vec_row and safe_vec_row below);
 // same Cost as safe / online (the memory accesses are the algorithm's, not the lane count's). Each row
 // is computed by the same code whatever the thread count; the float64 instantiations are judged by the
 // tolerance rule like every candidate, never used as the oracle (that is safe_rows<double>).
@@ -287,22 +288,28 @@ T exp_sum_pass(const T* x, int64_t V, T m) {
 // next, stream: how the last pass writes y (normalise); the defaults write it like any other store.
 template <class T>
 void online_vec_row(const T* x, T* y, int64_t V, const T* next = nullptr, bool stream = false) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
   T m, d;
   vec::online_state(x, V, m, d);  // pass 1: (m, d)
-  if (m == -std::numeric_limits<T>::infinity()) {  // all -inf: defined as zeros (softmax.hpp)
-    std::fill(y, y + V, T(0));
+  // The special rows (softmax.hpp's header), from (m, d) alone: a NaN reaches some lane's d as
+  // e^{NaN - m} (or through a NaN maximum), and the lane merge keeps it, so d = NaN marks a row with a
+  // NaN; m = -inf, a row of -inf (d = 0) or -inf and NaN; m = +inf, a row with a +inf.
+  if (m == -inf) {  // all -inf: zeros, or NaN if a NaN was among them
+    std::fill(y, y + V, std::isnan(d) ? std::numeric_limits<T>::quiet_NaN() : T(0));
     return;
   }
+  if (m == inf) d = std::numeric_limits<T>::quiet_NaN();  // +inf in the row: the row is NaN
   vec::normalise(x, y, V, m, d, next, stream);  // pass 2
 }
 
 template <class T>
 void safe_vec_row(const T* x, T* y, int64_t V, const T* next = nullptr, bool stream = false) {
   // A NaN in x makes the row NaN through d below (e^{NaN - m}), as in safe_row, whether or not the max
-  // keeps it.
+  // keeps it; so does a +inf (m = +inf, e^{inf - inf} = NaN).
   const T m = vec::max_pass(x, V);  // pass 1
-  if (m == -std::numeric_limits<T>::infinity()) {
-    std::fill(y, y + V, T(0));
+  if (m == -std::numeric_limits<T>::infinity()) {  // all -inf: zeros, or NaN if a NaN is there (pmax may skip it)
+    const bool nan = std::any_of(x, x + V, [](T v) { return std::isnan(v); });
+    std::fill(y, y + V, nan ? std::numeric_limits<T>::quiet_NaN() : T(0));
     return;
   }
   vec::normalise(x, y, V, m, vec::exp_sum_pass(x, V, m), next, stream);  // passes 2 and 3 (Alg. 2 lines 9-11)

@@ -19,6 +19,10 @@
 //   (m_a, d_a) (+) (m_b, d_b) = (m, d_a e^{m_a - m} + d_b e^{m_b - m}),  m = max(m_a, m_b)
 // is associative and commutative, so threads may fold their elements in any order and the block may
 // combine the threads' states in a tree -- the reason the online softmax parallelises.
+//
+// NaN and inf, as ladder/01-softmax/softmax.hpp defines them: a row of -inf gives zeros, -inf beside a
+// finite entry exactly 0, a NaN or +inf anywhere makes the row NaN. Each rung gets there with one check
+// per row (on d, on m, or in md_merge's rare m = -inf branch), never a branch per element.
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -34,9 +38,14 @@ struct MD {
   float d;  // running denominator, sum of e^{x - m}
 };
 
+// An element x_j enters as MD{x_j, 1}. fmaxf drops a NaN, so a NaN element reaches d as e^{NaN - m} =
+// NaN, which no later merge undoes (NaN * 0 is NaN): a state's d is NaN once it holds a NaN. A +inf
+// element gives m = +inf and e^{inf - inf} = NaN in d: the row is NaN, as defined. m = -inf: both sides
+// hold only -inf (where e^{-inf - (-inf)} would be NaN) or NaN: no mass, d = 0, or NaN if either side
+// holds a NaN. So whenever m = -inf, d is 0 or NaN: exactly the value of every y_i of such a row.
 __device__ __forceinline__ MD md_merge(MD a, MD b) {
   const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return MD{-INFINITY, 0.0f};  // both empty (or all -inf): e^{-inf - (-inf)} is NaN
+  if (m == -INFINITY) return MD{-INFINITY, isnan(a.m) || isnan(b.m) || isnan(a.d) || isnan(b.d) ? NAN : 0.0f};
   return MD{m, a.d * expf(a.m - m) + b.d * expf(b.m - m)};
 }
 
@@ -65,6 +74,7 @@ __global__ void softmax_v1_naive(const float* x, float* y, int rows, int cols) {
   float* yr = y + (size_t)r * cols;
   float d = 0.0f;
   for (int j = 0; j < cols; ++j) d += expf(xr[j]);
+  if (!(d < INFINITY)) d = NAN;  // overflow or +inf (d = inf), or a NaN: the row is NaN
   for (int i = 0; i < cols; ++i) yr[i] = expf(xr[i]) / d;
 }
 
@@ -192,7 +202,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_v2_safe(const float* x, f
   RowSlice<kW, kPer> row;
   row.load(xr, cols);  // the one DRAM read of the row (kPer > 0)
 
-  // TODO(lab: v2_safe): Alg. 2 as a block over row.for_each: the max reduction, the sum-of-exp reduction (both through warp shuffles and shared memory, with the barriers they need), then the normalise pass with row.store; an all -inf row gives zeros.
+  // TODO(lab: v2_safe): Alg. 2 as a block over row.for_each: the max reduction, the sum-of-exp reduction (both through warp shuffles and shared memory, with the barriers they need), then the normalise pass with row.store; an all -inf row gives zeros, a NaN anywhere (also among -inf: fmaxf drops it from m) or a +inf makes the row NaN.
 }
 
 // v3: block per row, Alg. 3: each thread runs the online recurrence over its slice, the (m, d) states
@@ -208,7 +218,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_v3_online(const float* x,
   RowSlice<kW, kPer> row;
   row.load(xr, cols);  // the one DRAM read of the row (kPer > 0)
 
-  // TODO(lab: v3_online): Alg. 3 as a block: each thread folds its elements (row.for_each) into an (m, d) pair with the online recurrence, the pairs merge with md_merge through warp shuffles and shared memory (with the barriers they need), then the normalise pass with row.store.
+  // TODO(lab: v3_online): Alg. 3 as a block: each thread folds its elements (row.for_each) into an (m, d) pair with the online recurrence, the pairs merge with md_merge through warp shuffles and shared memory (with the barriers they need), then the normalise pass with row.store; md_merge's comment says what (m, d) is for a row of -inf, NaN or +inf.
 }
 
 // v4: warp per row. Lane l folds elements l, l+32, ...; the warp merges by shuffles, and every lane
@@ -222,7 +232,7 @@ __global__ void softmax_v4_online_warp(const float* x, float* y, int rows, int c
   MD md{-INFINITY, 0.0f};
   for (int j = lane; j < cols; j += 32) md = md_merge(md, MD{xr[j], 1.0f});
   md = warp_merge(md);
-  for (int i = lane; i < cols; i += 32) yr[i] = md.m == -INFINITY ? 0.0f : expf(xr[i] - md.m) / md.d;
+  for (int i = lane; i < cols; i += 32) yr[i] = md.m == -INFINITY ? md.d : expf(xr[i] - md.m) / md.d;
 }
 
 // v2/v3 launch shape for a row of `cols` floats (see "keeping the row on chip"): the smallest kPer in
