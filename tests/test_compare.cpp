@@ -205,13 +205,10 @@ TEST_CASE("01-softmax contract: NaN rows -- torch's NaN on a fully masked row fa
   CHECK(judge(x, t).text.find("NaN/inf position mismatch at [2, 7]") != std::string::npos);
 }
 
-// Fails today, on the rule's side: the structural facts of compare_elementwise.hpp (exactly 0 where x is
-// -inf, each row's sum) are checked on the rows the oracle makes NaN too, so a NaN row fails them even
-// when the candidate is the oracle itself. The fix, in the core rule (not this branch's file): skip both
-// where the oracle is NaN (its positions are matched already). When that lands this case passes, doctest
-// reports should_fail as a failure, and the decorator goes.
-TEST_CASE("01-softmax contract: a torch-like candidate passes on the rows the contract makes NaN" *
-          doctest::should_fail()) {
+// The structural facts of compare_elementwise.hpp (exactly 0 where x is -inf, each row's sum) are not
+// checked on the rows the oracle makes NaN (their NaN positions are matched already): before that, a NaN
+// row failed them even when the candidate was the oracle itself.
+TEST_CASE("01-softmax contract: a torch-like candidate passes on the rows the contract makes NaN") {
   const Array<float> x = softmax::golden_case_input("nan_inf");
   Array<float> t = torch_like(x);
   for (int64_t j = 0; j < x.cols(); ++j) t.data[j] = 0;  // torch's result with its fully masked row set to 0
