@@ -208,7 +208,7 @@ def oracle(stage, **inputs_and_params):
     return _ladder.oracle(stage, inputs, params)
 
 
-def check(stage, case_or_inputs, candidate, output=None, rule=None, ftz=False, **params):
+def check(stage, case_or_inputs, candidate, output=None, rule=None, ftz=False, companions=None, **params):
     """Judges a candidate output by the stage's tolerance rule; returns the report as a dict
     {"pass", "output", "rule", "failed", "metrics", "text"}.
 
@@ -216,6 +216,8 @@ def check(stage, case_or_inputs, candidate, output=None, rule=None, ftz=False, *
     golden(...) dict, or a dict of input arrays (the expected outputs then come from the fp64 oracle;
     parameters as keyword arguments). output: which output the candidate is (default: the first).
     ftz=True: flush-to-zero, a subnormal expected value matched by 0 counts as equal (a GPU's fast-math).
+    companions: the candidate's other outputs by name, for a rule that judges them together, as the CLI reads
+    NAME.npy beside the candidate (05-eplb's rule="valid": {"logcnt": ..., "log2phy": ...}).
     """
     if isinstance(case_or_inputs, (str, os.PathLike)):
         case = _ladder.read_case(stage, os.fspath(case_or_inputs))
@@ -231,7 +233,10 @@ def check(stage, case_or_inputs, candidate, output=None, rule=None, ftz=False, *
     else:
         raise TypeError("case_or_inputs: expected a case folder path, a golden() dict or a dict of input arrays, "
                         f"got {type(case_or_inputs).__name__}")
-    return _ladder.check(stage, inputs, params_json, expected, output or "", candidate, rule or "", bool(ftz))
+    if companions is not None and not isinstance(companions, dict):
+        raise TypeError(f"companions: expected a dict of arrays by output name, got {type(companions).__name__}")
+    return _ladder.check(stage, inputs, params_json, expected, output or "", candidate, rule or "", bool(ftz),
+                         companions or {})
 
 
 def golden(stage, case=None):

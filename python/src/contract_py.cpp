@@ -132,20 +132,22 @@ void bind_contracts(py::module_& m) {
   m.def(
       "check",
       [](const std::string& stage, const py::dict& inputs, const std::string& params_json, const py::dict& expected,
-         const std::string& output, py::handle candidate, const std::string& rule, bool ftz) {
+         const std::string& output, py::handle candidate, const std::string& rule, bool ftz,
+         const py::dict& companions) {
         const Contract& c = contract(stage);
         const Tensors in = to_tensors(inputs, ""), exp = to_tensors(expected, "expected");
         const NpyData cand = to_npy_data(candidate, "candidate");
+        const Tensors others = to_tensors(companions, "companions");
         const nlohmann::json params = parse_params(params_json);
         CheckReport r;
         {
           py::gil_scoped_release nogil;
-          r = check(c, in, params, exp, output, cand, rule, {}, ftz);
+          r = check(c, in, params, exp, output, cand, rule, others, ftz);
         }
         return report_dict(r);
       },
       py::arg("stage"), py::arg("inputs"), py::arg("params_json"), py::arg("expected"), py::arg("output"),
-      py::arg("candidate"), py::arg("rule"), py::arg("ftz") = false);
+      py::arg("candidate"), py::arg("rule"), py::arg("ftz") = false, py::arg("companions") = py::dict());
   m.def(
       "run",
       [](const std::string& stage, const std::string& backend, const std::string& id, const py::dict& inputs,

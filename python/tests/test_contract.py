@@ -87,6 +87,26 @@ def test_eplb_exact_outputs():
     assert not ladder.check("05-eplb", g, swapped, output="phy2log")["pass"]
 
 
+def test_eplb_valid_rule_reads_companions():
+    """rule="valid" judges phy2log with the candidate's logcnt / log2phy, as `ladder check --rule valid`
+    reads them beside the candidate: a log2phy that contradicts phy2log fails only when it is given."""
+    g = ladder.golden("05-eplb", "readme_hierarchical")
+    out = ladder.eplb(g["inputs"]["weight"], "hierarchical", **{k: v for k, v in g["params"].items()
+                                                                 if k.startswith("num_")})
+    both = {"logcnt": out["logcnt"], "log2phy": out["log2phy"]}
+    assert ladder.check("05-eplb", g, out["phy2log"], output="phy2log", rule="valid", companions=both)["pass"]
+    bad = out["log2phy"].copy()
+    e = int(out["phy2log"][0, 0])
+    other = int(np.nonzero(out["phy2log"][0] != e)[0][0])
+    bad[0, e, 0] = other  # expert e's first replica named at a slot that holds another expert
+    r = ladder.check("05-eplb", g, out["phy2log"], output="phy2log", rule="valid",
+                     companions={"logcnt": out["logcnt"], "log2phy": bad})
+    assert not r["pass"], r["text"]
+    assert ladder.check("05-eplb", g, out["phy2log"], output="phy2log", rule="valid")["pass"]  # not given: not seen
+    with pytest.raises(TypeError, match="companions"):
+        ladder.check("05-eplb", g, out["phy2log"], output="phy2log", rule="valid", companions=[bad])
+
+
 def test_contract_bad_input_named():
     x = np.zeros((2, 3), np.float32)
     with pytest.raises(TypeError, match="z: not an input or parameter of 01-softmax"):
