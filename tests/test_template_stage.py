@@ -18,11 +18,13 @@ would:
 The compile commands of every shared unit are the main build's, so with ccache (scripts/setup) only the
 generated lists and the template's own files compile.
 """
-import json
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATE = os.path.join(ROOT, "examples", "stage-template")
@@ -38,7 +40,6 @@ def run(cmd, **kw):
 
 def tree_digest():
     """sha256 of every file of the tree outside build folders: the test must leave them all as they were."""
-    import hashlib
     h = {}
     for d, dirs, names in os.walk(ROOT):
         dirs[:] = [x for x in dirs if not x.startswith((".", "build"))]
@@ -88,7 +89,6 @@ def main():
     cases = sorted(os.listdir(os.path.join(golden_root, STAGE)))
     assert cases == ["small", "wide"], (out, cases)
     case = os.path.join(golden_root, STAGE, "wide")
-    import numpy as np
     for rung in ["sequential", "pairwise"]:
         for prec in ["float32", "float64"]:
             o = os.path.join(work, f"run-{rung}-{prec}")
