@@ -12,7 +12,8 @@
 // over (head, block of kRowBlock rows); the GEMMs inside run single-threaded, so every
 // element is computed by the same sequence of operations whatever the thread count. For T = double
 // (the oracle) the products, exponentials and row sums run in an order fixed by the code
-// (ladder/core/gemm.hpp), so the goldens are the same bytes on every CPU; float keeps Eigen's GEMM.
+// (ladder/core/gemm.hpp), so the goldens are the same bytes on every CPU; float keeps Eigen's GEMM,
+// except as the tolerance rule's baseline (core/fixed_order.hpp: fixed order, pairwise row sums).
 // T = double is the stage's oracle (goldens and tests use naive_forward<double>, naive_backward<double>).
 #pragma once
 #include "ladder/core/eigen.hpp"
@@ -22,6 +23,7 @@
 #include <new>
 
 #include "ladder/02-attention/problem.hpp"
+#include "ladder/core/fixed_order.hpp"
 #include "ladder/core/gemm.hpp"
 #include "ladder/core/math.hpp"
 #include "ladder/core/tensor.hpp"
@@ -81,7 +83,9 @@ void softmax_rows(const Problem& p, const T* S, T* P, T* L, T* m) {
       if (m) m[row] = -inf;
       continue;
     }
-    if constexpr (std::is_same_v<T, double>) {  // the oracle: ladder::math's exp, a sum in index order
+    // The oracle (double) and the rule's float32 baseline (core/fixed_order.hpp): ladder::math's exp.
+    const bool pinned = std::is_same_v<T, double> || fixed_order();
+    if (pinned) {
       for (int64_t j = 0; j < Nk; ++j) pr[j] = math::exp(s[j] - mx);
     } else {
       pr = (s.array() - mx).exp();
@@ -93,8 +97,8 @@ void softmax_rows(const Problem& p, const T* S, T* P, T* L, T* m) {
     if constexpr (std::is_same_v<T, double>) {  // the oracle: a sum in index order, a division
       dsum = sum_fixed_order(pr.data(), Nk);
       pr /= dsum;
-    } else {  // float: Eigen's vectorised sum and one reciprocal (a serial sum is latency-bound)
-      dsum = pr.sum();
+    } else {  // float: Eigen's vectorised sum (the baseline: pairwise) and one reciprocal
+      dsum = pinned ? sum_pairwise(pr.data(), Nk) : pr.sum();
       pr *= T(1) / dsum;
     }
     if (L) L[row] = mx + math::log(dsum);
@@ -181,6 +185,8 @@ void naive_backward(const Problem& p, const T* Q, const T* K, const T* V, const 
     Eigen::Map<RowVec<T>> ds(dS + row * Nk, Nk);
     if constexpr (std::is_same_v<T, double>)
       D[row] = dot_fixed_order(pr.data(), dp.data(), Nk);  // the oracle: index order
+    else if (fixed_order())
+      D[row] = dot_pairwise(pr.data(), dp.data(), Nk);  // the rule's float32 baseline (core/fixed_order.hpp)
     else
       D[row] = pr.dot(dp);  // float: Eigen's vectorised dot
     ds = pr.cwiseProduct((dp.array() - D[row]).matrix());

@@ -127,7 +127,7 @@ void gemm_nt(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accum
   const int64_t w = detail::chunk_cols(N), chunks = (N + w - 1) / w;
   detail::for_chunks(chunks, M * N * K >= detail::kGemmParallelMacs, [&](int64_t c) {
     const int64_t n0 = c * w, nb = std::min(w, N - n0);
-    if constexpr (std::is_same_v<T, double>) {  // the oracle: a summation order fixed by the code
+    if (std::is_same_v<T, double> || fixed_order()) {  // the oracle and the rule's float32 baseline: fixed order
       gemm_fixed_order<T>(M, nb, K, T(1), A.data(), A.outerStride(), Op::N, B.data() + n0 * B.outerStride(),
                           B.outerStride(), Op::T, C.data() + n0, C.outerStride(), accumulate);
     } else if (accumulate) {
@@ -149,7 +149,7 @@ void gemm_nn(const ConstRef<T>& A, const ConstRef<T>& B, MutRef<T> C, bool accum
   const int64_t w = detail::chunk_cols(N), chunks = (N + w - 1) / w;
   detail::for_chunks(chunks, M * N * K >= detail::kGemmParallelMacs, [&](int64_t c) {
     const int64_t n0 = c * w, nb = std::min(w, N - n0);
-    if constexpr (std::is_same_v<T, double>) {
+    if (std::is_same_v<T, double> || fixed_order()) {
       gemm_fixed_order<T>(M, nb, K, T(1), A.data(), A.outerStride(), Op::N, B.data() + n0, B.outerStride(), Op::N,
                           C.data() + n0, C.outerStride(), accumulate);
     } else if (accumulate) {

@@ -16,13 +16,15 @@
 // and not on another (ref/CMakeLists.txt). Every call is serial; callers parallelise over whole
 // outputs, so the thread count changes who computes an element, never how.
 // T = float (the rungs at kernel precision, the benchmarks) uses Eigen's GEMM: there speed matters and
-// the tolerance rule, not bytes, judges the result.
+// the tolerance rule, not bytes, judges the result; except for the rule's own float32 baseline, computed
+// inside a FixedOrder scope (core/fixed_order.hpp), which takes the fixed order too.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
+#include "ladder/core/fixed_order.hpp"
 #include "ladder/core/tensor.hpp"
 
 namespace ladder {
@@ -73,6 +75,8 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, Op 
           T* C, int64_t ldc, bool accumulate = false) {
   if constexpr (std::is_same_v<T, double>) {
     if (!detail::unpinned_fp64_for_tests) return gemm_fixed_order(M, N, K, alpha, A, lda, opa, B, ldb, opb, C, ldc, accumulate);
+  } else {  // the rule's float32 baseline (core/fixed_order.hpp): the same order, the same bits on every CPU
+    if (fixed_order()) return gemm_fixed_order(M, N, K, alpha, A, lda, opa, B, ldb, opb, C, ldc, accumulate);
   }
   {
     using Strided = Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>>;

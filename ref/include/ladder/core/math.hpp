@@ -9,12 +9,15 @@
 // cannot fuse them differently on different targets. Accuracy: within 2 ulp of the true value in the
 // ranges tested by tests/test_math.cpp -- far below what an fp64 oracle for fp32 kernels needs; what
 // matters here is that the bits are fixed.
-// The float overloads forward to the C library: float rungs are judged by the tolerance rule, not bytes.
+// The float overloads forward to the C library (float rungs are judged by the tolerance rule, not bytes),
+// except inside a FixedOrder scope (core/fixed_order.hpp: the rule's float32 baseline), where they are
+// the float64 functions here rounded once to float32, so the baseline is the same bits on every CPU.
 #pragma once
 #include <cmath>
 #include <limits>
 
 #include "ladder/core/error.hpp"
+#include "ladder/core/fixed_order.hpp"
 
 namespace ladder::math {
 
@@ -140,10 +143,12 @@ inline double pow(double b, double y) {
 }
 
 // The rungs at kernel precision use the C library.
-inline float exp(float x) { return std::exp(x); }
-inline float log(float x) { return std::log(x); }
-inline float sin(float x) { return std::sin(x); }
-inline float cos(float x) { return std::cos(x); }
-inline float pow(float b, float y) { return std::pow(b, y); }
+inline float exp(float x) { return fixed_order() ? static_cast<float>(exp(static_cast<double>(x))) : std::exp(x); }
+inline float log(float x) { return fixed_order() ? static_cast<float>(log(static_cast<double>(x))) : std::log(x); }
+inline float sin(float x) { return fixed_order() ? static_cast<float>(sin(static_cast<double>(x))) : std::sin(x); }
+inline float cos(float x) { return fixed_order() ? static_cast<float>(cos(static_cast<double>(x))) : std::cos(x); }
+inline float pow(float b, float y) {
+  return fixed_order() ? static_cast<float>(pow(static_cast<double>(b), static_cast<double>(y))) : std::pow(b, y);
+}
 
 }  // namespace ladder::math
