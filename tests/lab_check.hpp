@@ -82,6 +82,20 @@ bool check_rule(const What& w, const Array<double>& oracle, const Array<C>& cand
   return false;
 }
 
+// The elementwise rule (core/compare_elementwise.hpp), as the contract judges probabilities (01-softmax's
+// y): each element at its own scale, and the structural facts of a softmax row (`mask`: the input, whose
+// -inf positions must give exactly 0). The same rule `ladder check` applies.
+template <class C, class B>
+bool check_elementwise(const What& w, const Array<double>& oracle, const Array<C>& cand, const Array<B>& baseline,
+                       Tolerance tol, const Array<double>* mask = nullptr) {
+  const CompareReport r = compare_elementwise(oracle, cand.template cast<double>(), baseline.template cast<double>(),
+                                              tol, true, mask);
+  if (r.pass) return true;
+  FAIL_CHECK(fmt::format("rung {} ({}), output {}, case {}: {}", w.rung, w.precision, w.output, w.test_case, r.failure)
+             << "\n  " << r.text());
+  return false;
+}
+
 // An exact output (integers: routing, sort order, EPLB maps; or times that must match bit for bit):
 // one failing check naming the first position where actual differs from expected.
 template <class T>

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "ladder/core/fixed_order.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
 #include "ladder/03-mla/mla.hpp"
@@ -114,9 +115,12 @@ void seal_case(const std::filesystem::path& dir) {
 namespace lab_oracle {
 namespace {
 
+// Every float baseline below is computed in a FixedOrder scope (core/fixed_order.hpp), as the contract
+// computes its own: the same bits on every CPU, so a verdict does not depend on the machine.
 template <class T>
 void rows(const std::string& rung, const T* x, T* y, int64_t r, int64_t c) {
   namespace sm = ladder::softmax;
+  const ladder::FixedOrder pinned;
   if (rung == "naive") return sm::naive_rows<T>(x, y, r, c);
   if (rung == "safe") return sm::safe_rows<T>(x, y, r, c);
   if (rung == "online") return sm::online_rows<T>(x, y, r, c);
@@ -142,6 +146,7 @@ MlaOut<float> mla_cd_baseline(const std::string& model_dir, const std::string& c
   namespace mla = ladder::mla;
   const mla::Weights<float> W = mla::load_model(model_dir);
   const mla::Inputs in = mla::load_inputs(case_dir);
+  const ladder::FixedOrder pinned;
   return out(mla::run(mla::reference_rung<float>(mla::Variant::CD), W, in.cache, in.step));
 }
 
@@ -154,8 +159,13 @@ MlaPair mla_random_case(const std::vector<int64_t>& cfg, uint64_t weight_seed, c
   c.qk_rope = cfg[5], c.v_head = cfg[6];
   const mla::Weights<float> W = mla::random_weights(c, weight_seed);
   const mla::Inputs in = mla::make_inputs(W, mla::InputSpec{seqlens, input_seed, shuffled, spare_blocks, prefill});
-  return {out(mla::run(mla::reference_rung<float>(mla::Variant::CD), W, in.cache, in.step)),
-          out(mla::golden_oracle(W, in))};
+  MlaPair r;
+  {
+    const ladder::FixedOrder pinned;  // the baseline only: the inputs are the candidates' too
+    r.baseline = out(mla::run(mla::reference_rung<float>(mla::Variant::CD), W, in.cache, in.step));
+  }
+  r.oracle = out(mla::golden_oracle(W, in));
+  return r;
 }
 
 Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> moe_dense_loop_f32(
@@ -169,6 +179,7 @@ Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> moe_dense_
   moe::Routing<float> r{ladder::Array<int64_t>({T, k}), ladder::Array<float>({T, k})};
   r.topk_idx.data = topk_idx;
   r.topk_weight.data.assign(topk_weight.begin(), topk_weight.end());
+  const ladder::FixedOrder pinned;
   return moe::dense_loop(w, x, r, kept.empty() ? nullptr : &kept);
 }
 

@@ -199,6 +199,25 @@ def gradient_list_cases(tmp):
            "--output", "dQ,dK"], 2, "folder", err_one_line=True)
 
 
+def device_cases(tmp):
+    """--device: FTZ on by default (--no-ftz turns it off) and the report says so; --ftz with --no-ftz is refused."""
+    case = os.path.join(tmp, "mixed")
+    expect("golden writes mixed_scales", ["golden", "01-softmax", "--case", "mixed_scales", "--out", case], 0, "wrote")
+    y = np.load(os.path.join(case, "y.npy")).astype(np.float32)
+    tiny = np.finfo(np.float32).tiny
+    flushed = np.where(np.abs(y) < tiny, np.float32(0), y)
+    assert (flushed != y).any(), "mixed_scales has a subnormal probability"
+    path = os.path.join(tmp, "flushed.npy")
+    np.save(path, flushed)
+    expect("check: a flushed subnormal fails on the host rule", ["check", "01-softmax", case, path], 1, "FAIL")
+    expect("check --device: FTZ is on for a device candidate", ["check", "01-softmax", case, path, "--device"], 0,
+           "device candidate: FTZ on")
+    expect("check --device --no-ftz: off again", ["check", "01-softmax", case, path, "--device", "--no-ftz"], 1,
+           "FTZ off")
+    expect("check --ftz --no-ftz is bad input", ["check", "01-softmax", case, path, "--ftz", "--no-ftz"], 2, "",
+           err_one_line=True)
+
+
 def mla_cases(tmp, rng):
     """03-mla through the contract: the committed case round-trips, user shapes get an oracle, wrong fails."""
     j = os.path.join
@@ -308,6 +327,7 @@ with tempfile.TemporaryDirectory() as tmp:
            os.path.join(eplb, "weight.npy")], 2, "integer dtype", err_one_line=True)
     oracle_cli_cases(tmp, case, eplb, good)
     gradient_list_cases(tmp)
+    device_cases(tmp)
     expect("reproduce 01-softmax --quick writes the table", ["reproduce", "01-softmax", "--quick", "--out",
            os.path.join(tmp, "r")], 0, "paper")
     plan_cases(tmp)

@@ -6,10 +6,12 @@
 // magnitudes and -inf, and every golden case.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "ladder/core/contract.hpp"
 #include "ladder/core/rng.hpp"
@@ -150,6 +152,47 @@ TEST_CASE("01-softmax contract: flush-to-zero (--ftz) accepts 0 for a subnormal 
   REQUIRE(smallest_normal != nullptr);
   *smallest_normal = 0;
   CHECK_FALSE(check(c, in, {}, want, "y", to_npy(y), "", {}, true).pass);
+}
+
+TEST_CASE("01-softmax contract: a device candidate (--device) gets FTZ by default and the expf allowance, "
+          "and only that") {
+  const Contract& c = contract("01-softmax");
+  REQUIRE(c.output("y").device_rel > 0);
+  {  // FTZ is on for a device candidate unless turned off
+    const Array<float> x = softmax::golden_case_input("mixed_scales");
+    const Tensors in{{"x", to_npy(x)}};
+    const Tensors want = run_oracle(c, in, {});
+    Array<float> y = softmax::apply(&softmax::safe_rows<float>, x);
+    for (float& v : y.data)
+      if (v != 0 && std::abs(v) < std::numeric_limits<float>::min()) v = 0;
+    const CheckReport r = check(c, in, {}, want, "y", to_npy(y), "", {}, std::nullopt, true);
+    CHECK(r.pass);
+    CHECK(r.text.find("device candidate: FTZ on") != std::string::npos);
+    CHECK_FALSE(check(c, in, {}, want, "y", to_npy(y), "", {}, false, true).pass);
+  }
+  // The largest entry moved by t: the smallest t that fails the host rule (bisection), plus half the
+  // device allowance, fails on the host and passes as a device candidate; plus twice it fails both.
+  const Array<float> x = softmax::golden_case_input("len_97");
+  const Tensors in{{"x", to_npy(x)}};
+  const Tensors want = run_oracle(c, in, {});
+  const Array<double> o = from_npy<double>(want.at("y"), "oracle");
+  const int64_t top = std::max_element(o.data.begin(), o.data.end()) - o.data.begin();
+  auto moved = [&](double t) {
+    Array<double> y = o;
+    y.data[static_cast<size_t>(top)] *= 1 + t;
+    return to_npy(y.cast<float>());
+  };
+  double lo = 0, hi = 1e-4;
+  REQUIRE(check(c, in, {}, want, "y", moved(lo)).pass);
+  REQUIRE_FALSE(check(c, in, {}, want, "y", moved(hi)).pass);
+  for (int i = 0; i < 40; ++i) {
+    const double mid = (lo + hi) / 2;
+    (check(c, in, {}, want, "y", moved(mid)).pass ? lo : hi) = mid;
+  }
+  const double rel = c.output("y").device_rel;
+  CHECK_FALSE(check(c, in, {}, want, "y", moved(hi + rel / 2)).pass);
+  CHECK(check(c, in, {}, want, "y", moved(hi + rel / 2), "", {}, std::nullopt, true).pass);
+  CHECK_FALSE(check(c, in, {}, want, "y", moved(hi + 2 * rel), "", {}, std::nullopt, true).pass);
 }
 
 TEST_CASE("01-softmax contract: correct candidates pass (rungs fp32 / fp64, numpy-style, every golden)") {

@@ -47,6 +47,7 @@
 #include "ladder/05-eplb/eplb.hpp"
 #include "ladder/core/compare.hpp"
 #include "ladder/core/contract.hpp"
+#include "ladder/core/fixed_order.hpp"
 #include "ladder/04-moe/dense.hpp"
 #include "ladder/04-moe/dispatch.hpp"
 #include "ladder/04-moe/gate.hpp"
@@ -267,7 +268,11 @@ int run(const Options& o, int rank, int P, bool& checked) {
   // Judged as `ladder check 04-moe` judges a float64 y (ref/src/04-moe/contract.cpp, core/contract.hpp): the
   // fp64 layer summed in another order (ag-rs: the reduce-scatter adds the ranks' partials) must be within
   // (k + 1) x the float32 layer's error scaled to double, plus the floor -- k and the floor from the contract.
-  const Mat<float> y32 = dense_loop(l.w.cast<float>(), Mat<float>(xh.cast<float>()), r.cast<float>());
+  Mat<float> y32;
+  {
+    const FixedOrder pinned;  // the baseline in the contract's fixed order (core/fixed_order.hpp)
+    y32 = dense_loop(l.w.cast<float>(), Mat<float>(xh.cast<float>()), r.cast<float>());
+  }
   const Array<double> oracle = Array<double>::from(want);
   const CompareReport cmp = compare(oracle, Array<double>::from(y),
                                     fp64_baseline(oracle, Array<float>::from(y32).cast<double>()),

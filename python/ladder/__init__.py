@@ -208,14 +208,18 @@ def oracle(stage, **inputs_and_params):
     return _ladder.oracle(stage, inputs, params)
 
 
-def check(stage, case_or_inputs, candidate, output=None, rule=None, ftz=False, companions=None, **params):
+def check(stage, case_or_inputs, candidate, output=None, rule=None, ftz=None, companions=None, device=False,
+          **params):
     """Judges a candidate output by the stage's tolerance rule; returns the report as a dict
     {"pass", "output", "rule", "failed", "metrics", "text"}.
 
     case_or_inputs: a case folder (path with case.json, from `ladder golden` or `ladder oracle`), a
     golden(...) dict, or a dict of input arrays (the expected outputs then come from the fp64 oracle;
     parameters as keyword arguments). output: which output the candidate is (default: the first).
-    ftz=True: flush-to-zero, a subnormal expected value matched by 0 counts as equal (a GPU's fast-math).
+    ftz=True: flush-to-zero, a subnormal expected value matched by 0 counts as equal (a GPU's fast-math);
+    None (the default): on for a device candidate, off otherwise.
+    device=True: the candidate came from a GPU: the device math library's documented error is allowed where
+    the contract derives it (describe(stage)), and FTZ is on unless ftz=False; the report says so (`--device`).
     companions: the candidate's other outputs by name, for a rule that judges them together, as the CLI reads
     NAME.npy beside the candidate (05-eplb's rule="valid": {"logcnt": ..., "log2phy": ...}).
     """
@@ -235,8 +239,8 @@ def check(stage, case_or_inputs, candidate, output=None, rule=None, ftz=False, c
                         f"got {type(case_or_inputs).__name__}")
     if companions is not None and not isinstance(companions, dict):
         raise TypeError(f"companions: expected a dict of arrays by output name, got {type(companions).__name__}")
-    return _ladder.check(stage, inputs, params_json, expected, output or "", candidate, rule or "", bool(ftz),
-                         companions or {})
+    return _ladder.check(stage, inputs, params_json, expected, output or "", candidate, rule or "",
+                         None if ftz is None else bool(ftz), companions or {}, bool(device))
 
 
 def golden(stage, case=None):

@@ -81,7 +81,8 @@ py::dict describe_dict(const std::string& stage) {
                             py::arg("doc") = o.doc, py::arg("rule") = std::string(rule_name(o.rule)),
                             py::arg("k") = o.k, py::arg("why") = o.why, py::arg("probability") = o.probability,
                             py::arg("masked_by") = o.masked_by, py::arg("floor_ulps") = o.floor_ulps,
-                            py::arg("slice_axes") = o.slice_axes, py::arg("judged_with") = o.judged_with));
+                            py::arg("slice_axes") = o.slice_axes, py::arg("judged_with") = o.judged_with,
+                            py::arg("device_rel") = o.device_rel));
   d["inputs"] = inputs;
   d["params"] = params;
   d["outputs"] = outputs;
@@ -132,22 +133,24 @@ void bind_contracts(py::module_& m) {
   m.def(
       "check",
       [](const std::string& stage, const py::dict& inputs, const std::string& params_json, const py::dict& expected,
-         const std::string& output, py::handle candidate, const std::string& rule, bool ftz,
-         const py::dict& companions) {
+         const std::string& output, py::handle candidate, const std::string& rule, py::object ftz,
+         const py::dict& companions, bool device) {
         const Contract& c = contract(stage);
         const Tensors in = to_tensors(inputs, ""), exp = to_tensors(expected, "expected");
         const NpyData cand = to_npy_data(candidate, "candidate");
         const Tensors others = to_tensors(companions, "companions");
         const nlohmann::json params = parse_params(params_json);
+        const std::optional<bool> ftz_opt = ftz.is_none() ? std::nullopt : std::optional<bool>(ftz.cast<bool>());
         CheckReport r;
         {
           py::gil_scoped_release nogil;
-          r = check(c, in, params, exp, output, cand, rule, others, ftz);
+          r = check(c, in, params, exp, output, cand, rule, others, ftz_opt, device);
         }
         return report_dict(r);
       },
       py::arg("stage"), py::arg("inputs"), py::arg("params_json"), py::arg("expected"), py::arg("output"),
-      py::arg("candidate"), py::arg("rule"), py::arg("ftz") = false, py::arg("companions") = py::dict());
+      py::arg("candidate"), py::arg("rule"), py::arg("ftz") = py::none(), py::arg("companions") = py::dict(),
+      py::arg("device") = false);
   m.def(
       "run",
       [](const std::string& stage, const std::string& backend, const std::string& id, const py::dict& inputs,

@@ -107,6 +107,20 @@ def test_eplb_valid_rule_reads_companions():
         ladder.check("05-eplb", g, out["phy2log"], output="phy2log", rule="valid", companions=[bad])
 
 
+def test_device_candidate_gets_ftz_by_default():
+    """device=True: FTZ on unless ftz=False, and the report says so (the CLI's --device)."""
+    g = ladder.golden("01-softmax", "mixed_scales")
+    y = g["outputs"]["y"].astype(np.float32)
+    flushed = np.where(np.abs(y) < np.finfo(np.float32).tiny, np.float32(0), y)
+    assert (flushed != y).any()
+    assert not ladder.check("01-softmax", g, flushed)["pass"]
+    r = ladder.check("01-softmax", g, flushed, device=True)
+    assert r["pass"], r["text"]
+    assert "device candidate: FTZ on" in r["text"]
+    assert not ladder.check("01-softmax", g, flushed, device=True, ftz=False)["pass"]
+    assert ladder.check("01-softmax", g, flushed, ftz=True)["pass"]
+
+
 def test_contract_bad_input_named():
     x = np.zeros((2, 3), np.float32)
     with pytest.raises(TypeError, match="z: not an input or parameter of 01-softmax"):

@@ -204,7 +204,7 @@ void group_tolerance(const Contract& c, const OutputSpec& spec, const Tensors& e
 
 CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
                   std::string output, const NpyData& candidate, const std::string& rule,
-                  const Tensors& companions, bool ftz) {
+                  const Tensors& companions, std::optional<bool> ftz, bool device) {
   if (output.empty()) output = c.outputs.front().name;
   const OutputSpec& spec = c.output(output);
   const NpyData& exp = tensor(expected, output, c.stage + " expected outputs");
@@ -256,7 +256,8 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
           shape_str(b.shape), shape_str(o.shape));
   if (f64) b = fp64_baseline(o, std::move(b));
   Tolerance tol = c.tolerance(output, candidate.dtype);
-  tol.ftz = ftz;
+  tol.ftz = ftz.value_or(device);
+  if (device) tol.device_rel = spec.device_rel;
   if (!spec.judged_with.empty()) group_tolerance(c, spec, expected, base, f64, tol);
   CompareReport cr;
   if (spec.rule == Rule::elementwise) {
@@ -273,6 +274,10 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
                {"cos_diff", cr.cos_diff},       {"pct_within", cr.pct_within},   {"baseline_err", cr.baseline_err},
                {"tol", cr.tol},                 {"floor", cr.floor}};
   r.text = cr.text();
+  if (device)
+    r.text += fmt::format("\n  device candidate: FTZ {}; device math allowance {}", tol.ftz ? "on" : "off (--no-ftz)",
+                          spec.device_rel > 0 ? fmt::format("{:.3e} relative (core/device_math.hpp)", spec.device_rel)
+                                              : std::string("none derived for this output"));
   return r;
 }
 
@@ -291,6 +296,7 @@ std::string describe(const Contract& c) {
       how = fmt::format(" (k = {}", o.k);
       if (o.slice_axes > 0) how += fmt::format("; per slice of {}", c.tolerance(o.name, DType::F4).slice_names);
       if (!o.judged_with.empty()) how += fmt::format("; judged with the {}", o.judged_with);
+      if (o.device_rel > 0) how += fmt::format("; --device adds {:.3e} relative", o.device_rel);
       how += ")";
     }
     s += fmt::format("  {:<12} rule {}{}: {}\n", "", rule_name(o.rule), how, o.why);

@@ -83,6 +83,7 @@ TEST_CASE("every reference rung vs the fp64 oracle on every golden case (float32
     const Array<float> x = load_npy<float>(dir / "x.npy");
     const Array<double> oracle = load_npy<double>(dir / "y.npy");
     const Array<float> baseline = reference("safe", x);
+    const Array<double> mask = x.cast<double>();
     for (const Rung* r : rungs) {
       CAPTURE(r->key());
       const Array<float> y32 = run32(*r, x);
@@ -94,7 +95,12 @@ TEST_CASE("every reference rung vs the fp64 oracle on every golden case (float32
                       "the true softmax is finite, got finite values everywhere");
         continue;
       }
-      test::check_rule({r->id, "float32", "y", name, kRowCol}, oracle, y32, baseline, kRule32);
+      // The vectorised rungs' packet exp (Eigen's pexp) returns 0 below the smallest normal float: their
+      // results are flush-to-zero ones, judged as `ladder check --ftz` judges them (mixed_scales holds a
+      // probability of 1.3e-39).
+      Tolerance t32 = kRule32;
+      t32.ftz = r->id == "safe_vec" || r->id == "online_vec";
+      test::check_elementwise({r->id, "float32", "y", name, kRowCol}, oracle, y32, baseline, t32, &mask);
       // float64 rungs: the same rule at double precision, the naive float64 rung as the baseline (the
       // reference's same-precision naive rung), taken element by element where it is finite; where naive
       // overflows even in double (mixed_scales' rows scaled 1e3 and 1e4) the oracle stands in, so those
@@ -131,24 +137,24 @@ TEST_CASE("goldens: every case regenerated from its seed equals the committed fi
   }
 }
 
-TEST_CASE("the 2^20 case: input from the seed matches the committed sum; rungs match the sampled oracle") {
+TEST_CASE("the 2^20 case: input from the seed matches the committed sum; rungs match the oracle on the whole row") {
   const fs::path dir = test::golden_dir(kStage) / "len_1048576";
   const nlohmann::json j = read_json(dir / "case.json");
   const Array<float> x = softmax::golden_case_input("len_1048576");
   double sum = 0;
   for (float v : x.data) sum += v;
   CHECK(sum == j["x_sum"].get<double>());
+  // The whole row's oracle (the reference's fp64 safe softmax, as `ladder golden --case len_1048576`
+  // writes it), which the committed sample must equal bit for bit; every rung judged on the whole row by
+  // the contract's rule, as `ladder check` judges it (a sample has no row sum to check).
+  const Array<double> xd = x.cast<double>(), oracle = reference("safe", xd);
   const Array<int64_t> idx = load_npy<int64_t>(dir / "sample_index.npy");
   const Array<double> ys = load_npy<double>(dir / "y_sample.npy");
+  for (int64_t i = 0; i < idx.size(); ++i) REQUIRE(ys.data[i] == oracle.data[idx.data[i]]);
   const Array<float> base = reference("safe", x);
   for (const Rung* r : registry().stage(kStage, "ref")) {
     CAPTURE(r->key());
-    const Array<float> y = run32(*r, x);
-    Array<float> cs(ys.shape), bs(ys.shape);
-    for (int64_t i = 0; i < idx.size(); ++i) cs.data[i] = y.data[idx.data[i]], bs.data[i] = base.data[idx.data[i]];
-    // positions are in the sample: "sample i" is column sample_index[i] of the row
-    test::check_rule({r->id, "float32", "y", "len_1048576 (sampled columns)", {"sample"}}, ys, cs, bs,
-                     kRule32);
+    test::check_elementwise({r->id, "float32", "y", "len_1048576", kRowCol}, oracle, run32(*r, x), base, kRule32, &xd);
   }
 }
 
@@ -265,11 +271,11 @@ TEST_CASE("vectorised rungs: every row length around the lane width, NaN in any 
     Array<float> x({3, V});
     for (auto& v : x.data) v = static_cast<float>(8.0 * rng.normal());
     x.data[static_cast<size_t>(V + V / 2)] = -INFINITY;  // a masked entry in row 1
-    const Array<double> o = reference("safe", x.cast<double>());
+    const Array<double> xd = x.cast<double>(), o = reference("safe", xd);
     for (const std::string id : {"safe_vec", "online_vec"}) {
       const Array<float> y = run32(registry().find(kStage, "ref", id), x);
-      test::check_rule({id, "float32", "y", "random rows of length " + std::to_string(V), kRowCol}, o, y,
-                       reference("safe", x), kRule32);
+      test::check_elementwise({id, "float32", "y", "random rows of length " + std::to_string(V), kRowCol}, o, y,
+                              reference("safe", x), kRule32, &xd);
     }
   }
   // A NaN anywhere makes its row all NaN (as in the scalar rungs), whichever lane it lands in.

@@ -3,7 +3,7 @@
 //
 //   ladder describe [STAGE]                                    the contract: files, dtypes, shapes, rules
 //   ladder oracle STAGE --inputs DIR --out DIR [--params F]    fp64 expected outputs of your inputs + case.json
-//   ladder check STAGE CASE_DIR CANDIDATE.npy [--output NAME] [--rule NAME] [--ftz]
+//   ladder check STAGE CASE_DIR CANDIDATE.npy [--output NAME] [--rule NAME] [--ftz] [--device [--no-ftz]]
 //   ladder check STAGE CASE_DIR FOLDER --output A,B,C      several outputs, FOLDER/A.npy ...: pass if all pass
 // Exit 0: pass; 1: fail (the full report is printed); 2: bad input -- one line, via ladder::Error.
 #include <fmt/format.h>
@@ -39,7 +39,7 @@ void require_out_dir(const std::string& out) {
 void add_check_command(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string stage, case_dir, candidate, output, rule;
-    bool ftz = false;
+    bool ftz = false, no_ftz = false, device = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("check", "judge a candidate output by the stage's contract (exit 0 pass, 1 fail, 2 bad input)");
@@ -50,8 +50,11 @@ void add_check_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--output", o->output, "which output the candidate is (default: the contract's first); a list "
                   "A,B,C judges FOLDER/A.npy, FOLDER/B.npy, ... each");
   cmd->add_option("--rule", o->rule, "another rule the contract offers (see `ladder describe STAGE`)");
-  cmd->add_flag("--ftz", o->ftz, "flush-to-zero: a subnormal expected value matched by 0 counts as equal (a GPU's "
-                "fast-math or FTZ kernel)");
+  auto* ftz = cmd->add_flag("--ftz", o->ftz, "flush-to-zero: a subnormal expected value matched by 0 counts as "
+                            "equal (a GPU's fast-math or FTZ kernel)");
+  cmd->add_flag("--device", o->device, "the candidate came from a GPU: the device math library's documented error "
+                "is allowed where the contract derives it (`ladder describe`), and FTZ is on; the report says so");
+  cmd->add_flag("--no-ftz", o->no_ftz, "with --device: judge without flush-to-zero")->excludes(ftz);
   cmd->callback([o, &exit_code] {
     const Contract& c = contract(o->stage);
     std::vector<std::string> outputs;  // one, or the --output list
@@ -77,7 +80,10 @@ void add_check_command(CLI::App& app, int& exit_code) {
           const fs::path p = fs::path(path).parent_path() / (s.name + ".npy");
           if (s.name != name && fs::is_regular_file(p) && !fs::equivalent(p, path)) companions[s.name] = read_npy(p);
         }
-      const CheckReport r = check(c, cf.inputs, cf.params, cf.expected, name, cand, o->rule, companions, o->ftz);
+      const std::optional<bool> ftz_opt = o->ftz ? std::optional<bool>(true)
+                                           : o->no_ftz ? std::optional<bool>(false) : std::nullopt;
+      const CheckReport r = check(c, cf.inputs, cf.params, cf.expected, name, cand, o->rule, companions, ftz_opt,
+                                  o->device);
       fmt::print("{} vs {} ({}): {}\n", path, o->case_dir, r.output, r.text);
       all = all && r.pass;
     }

@@ -1,5 +1,6 @@
 // ref/src/01-softmax/contract.cpp -- stage 01's case contract (core/contract.hpp), beside its registry.
 #include "ladder/core/contract.hpp"
+#include "ladder/core/device_math.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/01-softmax/softmax.hpp"
 
@@ -26,8 +27,12 @@ Contract contract_01_softmax() {
                 "entry be zeroed, scaled or made negative, so each entry is judged at its own scale; and the "
                 "structural facts hold (no negative entry, exactly 0 where x is -inf, rows sum as the oracle's)",
                 true, "x"}};
+  // A GPU candidate (`ladder check --device`): CUDA's expf is within 2 ulp, not correctly rounded; its
+  // effect on each y_i is bounded by 2u / (1 - u), u = 2 eps (core/device_math.hpp derives it).
+  c.outputs[0].device_rel = device_math::softmax_rel(device_math::cuda_expf_ulps);
   c.oracle_doc = "safe softmax (notes Alg. 2) in float64 of the float32 input";
-  c.baseline_doc = "safe softmax in float32 (a float64 candidate: that error x 2^-29, k + 1)";
+  c.baseline_doc = "safe softmax in float32 in a fixed order (fixed-bits exps, d summed pairwise: "
+                   "core/fixed_order.hpp; a float64 candidate: that error x 2^-29, k + 1)";
   auto input = [](const Tensors& in) {
     const Array<float> x = from_npy<float>(tensor(in, "x", "01-softmax"), "input x");
     require(!x.shape.empty() && x.cols() >= 1 && x.rows() >= 1,

@@ -20,7 +20,7 @@
 //              by the notes' merge rule (section 3.5, "parallel online normalizer"):
 //                m = max(m_a, m_b),  d = d_a e^{m_a-m} + d_b e^{m_b-m}
 //              -- the same per-thread partials the CUDA v3 kernel (cuda/src/01-softmax/softmax.cu) reduces
-//              across a block. Each lane takes its elements a block of kBlock at a time: the block's
+//              across a block (a long row in runs: see online_state). Each lane takes its elements a block of kBlock at a time: the block's
 //              maximum first, one rescale of d, then e^{x_j - m} per element, so the pass does the work
 //              of safe's max and sum passes together (one exp per element and an eighth of a rescale
 //              exp). The element-at-a-time form, with e^{-|x_j - m_{j-1}|} as the one exp, needed two
@@ -56,6 +56,7 @@ template <class T>
 constexpr int64_t kWidth = ei::packet_traits<T>::size;
 constexpr int kChains = 2;  // independent (m, d) packets per step, so two exp chains overlap
 constexpr int kBlock = 8;   // online_vec: packets per block, one rescale exp per block and chain
+constexpr int kSuperRun = 16;  // online_vec: steps per run of the chains' states (see online_state)
 // online_vec's main loop step: kChains blocks of kBlock packets (a row shorter than this is all tail).
 template <class T>
 constexpr int64_t kOnlineStep = kWidth<T> * kChains * kBlock;
@@ -236,9 +237,29 @@ void online_state(const T* x, int64_t V, T& m_out, T& d_out) {
     mc = m_new;
     for (int u = 0; u < kBlock; ++u) dc = ei::padd(dc, exp_shifted<T>(xs[u], mc));
   };
-  int64_t j = 0;
-  for (; j + step <= V; j += step)
+  // Every kSuperRun steps the chains' states are merged into an outer state (mo, dop) and start afresh:
+  // a lane's d is then a sum over at most kSuperRun blocks, not over the whole row (softmax.hpp's
+  // row_sum: one run per lane over a 2^20 row is off by 3e-5). The merge is the rule of section 3.5,
+  // lane-wise; where both maxima are -inf the factor is 1 (e^{-inf + inf} would be NaN), so a lane that
+  // saw only -inf keeps d = 0, or NaN if it saw a NaN.
+  P mo = p_ninf, dop = p_zero;
+  auto fold = [&](P& mc, P& dc) {
+    const P mn = ei::pmax(mo, mc);
+    const P none = ei::pcmp_eq(mn, p_ninf);
+    const P fo = ei::pselect(none, p_one, exp_packet<T>(ei::psub(mo, mn)));
+    const P fc = ei::pselect(none, p_one, exp_packet<T>(ei::psub(mc, mn)));
+    dop = ei::padd(ei::pmul(dop, fo), ei::pmul(dc, fc));
+    mo = mn;
+    mc = p_ninf, dc = p_zero;
+  };
+  int64_t j = 0, steps = 0;
+  for (; j + step <= V; j += step) {
     for (int c = 0; c < kChains; ++c) block(m[c], d[c], x + j + c * kBlock * W);
+    if (++steps == kSuperRun) {
+      for (int c = 0; c < kChains; ++c) fold(m[c], d[c]);
+      steps = 0;
+    }
+  }
   // The tail (fewer than one step): whole blocks padded with -inf into chain 0, so every element still
   // goes through the packet code (a -inf adds exactly 0).
   if (j < V) {
@@ -250,15 +271,13 @@ void online_state(const T* x, int64_t V, T& m_out, T& d_out) {
       block(m[0], d[0], pad);
     }
   }
-  // Merge every lane's state (notes §3.5) in one step, the merge rule over all lanes at once:
-  // m = max_l m_l, d = sum_l d_l e^{m_l - m} (each lane's d rescaled once, so its rounding is not
-  // compounded as it would be by a chain of pairwise merges).
-  constexpr int64_t lanes = W * kChains;
+  // The chains folded into the outer state, then every lane's state merged (notes §3.5) in one step,
+  // the merge rule over all lanes at once: m = max_l m_l, d = sum_l d_l e^{m_l - m}.
+  for (int c = 0; c < kChains; ++c) fold(m[c], d[c]);
+  constexpr int64_t lanes = W;
   alignas(64) T ml[lanes], dl[lanes];
-  for (int c = 0; c < kChains; ++c) {
-    ei::pstoreu(ml + c * W, m[c]);
-    ei::pstoreu(dl + c * W, d[c]);
-  }
+  ei::pstoreu(ml, mo);
+  ei::pstoreu(dl, dop);
   T mm = ninf, dd = 0;
   for (int64_t l = 0; l < lanes; ++l) mm = std::max(mm, ml[l]);
   for (int64_t l = 0; l < lanes; ++l) merge_into(mm, dd, ml[l], dl[l]);
@@ -275,13 +294,21 @@ T max_pass(const T* x, int64_t V) {
 }
 
 // safe_vec's pass 2 (Alg. 2 lines 5-8, lane-wise): sum_j e^{x_j - m}.
+// Each lane sums runs of kSumRun packets and adds each run's total to an outer sum (softmax.hpp's
+// row_sum says why: a lane summing 2^16 terms of a 2^20 row in one run is off by 7e-5; in runs of 64,
+// under 1e-6). The run's total is one padd per run, nothing per element.
+constexpr int64_t kSumRun = 64;
 template <class T>
 T exp_sum_pass(const T* x, int64_t V, T m) {
   using P = Packet<T>;
   const P pm = ei::pset1<P>(m);
-  P dp = ei::pset1<P>(T(0));
-  for_packets(x, V, [&](const P& xp, int64_t, int64_t) { dp = ei::padd(dp, exp_shifted<T>(xp, pm)); });
-  return ei::predux(dp);
+  P dp = ei::pset1<P>(T(0)), total = dp;
+  int64_t n = 0;
+  for_packets(x, V, [&](const P& xp, int64_t, int64_t) {
+    dp = ei::padd(dp, exp_shifted<T>(xp, pm));
+    if (++n == kSumRun) total = ei::padd(total, dp), dp = ei::pset1<P>(T(0)), n = 0;
+  });
+  return ei::predux(ei::padd(total, dp));
 }
 }  // namespace vec
 

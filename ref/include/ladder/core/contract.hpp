@@ -38,6 +38,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,10 @@ struct OutputSpec {
   // Outputs with the same non-empty judged_with are judged as one tensor: per slice, the group's scale
   // and baseline error (core/compare.hpp, Tolerance::group_scale), e.g. attention's dQ, dK, dV.
   std::string judged_with = {};
+  // A device candidate's (check(..., device = true)) extra allowance, relative, from the device math
+  // library's documented error where it reaches this output more than the k x baseline covers (01's y:
+  // CUDA's 2-ulp expf, core/device_math.hpp); 0: none derived.
+  double device_rel = 0;
 };
 
 struct ParamSpec {
@@ -141,10 +146,14 @@ Tensors run_rung(const Contract& c, const Rung& rung, const Tensors& inputs, con
 // Judges `candidate` as output `output` (empty: the first output) by the contract's rule, or by the
 // named extra rule. Bad candidates (wrong dtype or shape) throw Error; a wrong answer is pass = false.
 // `companions`: the candidate's other outputs, where an extra rule judges them together (a placement's rule "valid").
-// ftz: judge with flush-to-zero (Tolerance::ftz: a subnormal oracle value matched by 0 counts as equal).
+// ftz: judge with flush-to-zero (Tolerance::ftz: a subnormal oracle value matched by 0 counts as equal);
+// unset: on for a device candidate, off otherwise.
+// device: the candidate came from a GPU: the output's device_rel (the device math library's documented
+// error) is allowed, and FTZ is on unless ftz says false (GPUs flush subnormals in fast-math); the report
+// says both.
 CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
                   std::string output, const NpyData& candidate, const std::string& rule = "",
-                  const Tensors& companions = {}, bool ftz = false);
+                  const Tensors& companions = {}, std::optional<bool> ftz = std::nullopt, bool device = false);
 // `ladder describe`: the contract as text.
 std::string describe(const Contract& c);
 

@@ -21,17 +21,19 @@
 
 namespace ladder {
 
-namespace detail {
-inline std::atomic<int> fixed_order_depth{0};
-}  // namespace detail
+// The scope counter (its own namespace, not `detail`: math.hpp brings this header into every stage,
+// whose own `detail` namespaces must stay unambiguous under `using namespace`).
+namespace fixed_order_state {
+inline std::atomic<int> depth{0};
+}  // namespace fixed_order_state
 
 // True while a FixedOrder scope is alive anywhere in the process.
-inline bool fixed_order() noexcept { return detail::fixed_order_depth.load(std::memory_order_relaxed) > 0; }
+inline bool fixed_order() noexcept { return fixed_order_state::depth.load(std::memory_order_relaxed) > 0; }
 
 class FixedOrder {
  public:
-  FixedOrder() noexcept { detail::fixed_order_depth.fetch_add(1, std::memory_order_relaxed); }
-  ~FixedOrder() { detail::fixed_order_depth.fetch_sub(1, std::memory_order_relaxed); }
+  FixedOrder() noexcept { fixed_order_state::depth.fetch_add(1, std::memory_order_relaxed); }
+  ~FixedOrder() { fixed_order_state::depth.fetch_sub(1, std::memory_order_relaxed); }
   FixedOrder(const FixedOrder&) = delete;
   FixedOrder& operator=(const FixedOrder&) = delete;
 };

@@ -44,9 +44,11 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <type_traits>
 
 #include "ladder/core/cost.hpp"
 #include "ladder/core/error.hpp"
+#include "ladder/core/fixed_order.hpp"
 #include "ladder/core/math.hpp"
 #include "ladder/core/tensor.hpp"
 
@@ -54,11 +56,29 @@ namespace ladder::softmax {
 
 // ---- one row (V = cols elements), in the notes' notation -------------------------------------
 
+// The sum pass's order (chapter 01, "Long rows"). Summed in index order, the float normaliser of a
+// 2^20-entry row is off by 1.9e-3: every addition rounds at the scale of the grown partial sum, and the
+// roundings do not cancel. The tolerance rule fails that (its floor admits sequential runs of up to
+// 4096 terms, core/compare_elementwise.hpp), as kernels never sum so: a block's threads or a vector's
+// lanes each sum a short run and the runs are combined as a tree. So at float the rungs sum pairwise
+// (core/fixed_order.hpp: eight lanes over runs of 64, halves combined; at 2^20 off by about 5e-8). At
+// double -- the oracle -- in index order, the order the goldens were written in (its error there is
+// 2^-29 of float's).
+template <class T, class Term>
+T row_sum(int64_t V, const Term& term) {
+  if constexpr (std::is_same_v<T, double>) {
+    T d = 0;
+    for (int64_t j = 0; j < V; ++j) d += term(j);
+    return d;
+  } else {
+    return sum_pairwise_of<T>(V, term);
+  }
+}
+
 // naive: d_V = sum_j e^{x_j}; y_i = e^{x_i} / d_V.
 template <class T>
 void naive_row(const T* x, T* y, int64_t V) {
-  T d = 0;
-  for (int64_t j = 0; j < V; ++j) d += std::exp(x[j]);
+  T d = row_sum<T>(V, [x](int64_t j) { return std::exp(x[j]); });
   if (!(d < std::numeric_limits<T>::infinity())) d = std::numeric_limits<T>::quiet_NaN();  // inf: the row is NaN
   for (int64_t i = 0; i < V; ++i) y[i] = std::exp(x[i]) / d;
 }
@@ -66,7 +86,7 @@ void naive_row(const T* x, T* y, int64_t V) {
 // safe (notes Alg. 2): m_V = max_k x_k; d_V = sum_j e^{x_j - m_V}; y_i = e^{x_i - m_V} / d_V.
 template <class T>
 void safe_row(const T* x, T* y, int64_t V) {
-  // TODO(lab: safe_row): notes Alg. 2: a max pass, a sum-of-exp pass, a normalise pass; an all -inf row gives zeros, a NaN or +inf anywhere makes the row NaN (see the header: most of it follows from IEEE arithmetic, not all).
+  // TODO(lab: safe_row): notes Alg. 2: a max pass, a sum-of-exp pass (in row_sum's order: a long row summed in index order fails), a normalise pass; an all -inf row gives zeros, a NaN or +inf anywhere makes the row NaN (see the header: most of it follows from IEEE arithmetic, not all).
 }
 
 // online (notes Alg. 3): one pass computes both
@@ -80,9 +100,23 @@ void safe_row(const T* x, T* y, int64_t V) {
 // e^{NaN - m} = NaN, which no later step undoes (NaN * 0 is NaN): d = NaN marks a row with a NaN. A
 // +inf entry becomes m with d = 1, and the finite entries then add e^{x - inf} = 0: the recurrence alone
 // would give 0 everywhere and e^{inf - inf} = NaN at the +inf, so the +inf row is made NaN after the pass.
+//
+// A long row (the sum's order, row_sum above) is cut in runs of kOnlineRun, each run's (m, d) is the
+// recurrence's, and the runs' states are combined pairwise by the notes' merge rule (section 3.5,
+// "parallel online normalizer"; Milakov & Gimelshein section 3):
+//   m = max(m_a, m_b),  d = d_a e^{m_a - m} + d_b e^{m_b - m}
+// -- what the threads of a CUDA block do with their partial states. A row of up to kOnlineRun entries
+// is the recurrence alone.
+inline constexpr int64_t kOnlineRun = 1024;
+
+template <class T>
+void online_state(const T* x, int64_t V, T& m_out, T& d_out) {
+  // TODO(lab: online_row): notes Alg. 3: the online recurrence over x for (m, d); a row longer than kOnlineRun in runs merged pairwise by section 3.5's rule (a side whose m is -inf adds its d as it is: e^{-inf - (-inf)} is NaN).
+}
+
 template <class T>
 void online_row(const T* x, T* y, int64_t V) {
-  // TODO(lab: online_row): notes Alg. 3: one pass for m and d with the online recurrence, then the normalise pass; -inf entries, all -inf rows, NaN and +inf as documented above (a check on m and d after the pass, not a branch per element).
+  // TODO(lab: online_normalise): the normalise pass after online_state; -inf entries, all -inf rows, NaN and +inf as documented above (a check on m and d after the pass, not a branch per element).
 }
 
 // ---- rows ----------------------------------------------------------------------------------
