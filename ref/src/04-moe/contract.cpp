@@ -242,7 +242,8 @@ Contract contract_04_moe() {
               {"w1", "<f4", "[E, D, F]", "gate projection of each expert"},
               {"w3", "<f4", "[E, D, F]", "up projection of each expert"},
               {"w2", "<f4", "[E, F, D]", "down projection of each expert"},
-              {"s1", "<f4", "[D, Fs]", "shared expert gate projection; no shared expert: Fs = 0 ([D, 0]) or s1, s3, s2 all absent", true, true},
+              {"s1", "<f4", "[D, Fs]",
+               "shared expert gate projection; no shared expert: Fs = 0 ([D, 0]) or s1, s3, s2 all absent", true, true},
               {"s3", "<f4", "[D, Fs]", "shared expert up projection (Fs = 0 or absent as s1)", true, true},
               {"s2", "<f4", "[Fs, D]", "shared expert down projection (Fs = 0: [0, D], or absent as s1)", true, true}};
   c.params = {{"n_experts", "int", "routed experts used (default: W_gate's rows)"},
