@@ -88,9 +88,11 @@ GoldenCase load_case(const std::filesystem::path& dir) {
   w.w1 = load_flat(model / "w1.npy", E * D * F);
   w.w3 = load_flat(model / "w3.npy", E * D * F);
   w.w2 = load_flat(model / "w2.npy", E * F * D);
-  w.s1 = load_mat(model / "s1.npy", D, Fs);
-  w.s3 = load_mat(model / "s3.npy", D, Fs);
-  w.s2 = load_mat(model / "s2.npy", Fs, D);
+  // A case without a shared expert holds zero-width s1, s3, s2 itself (read_case's order: the case, then the model).
+  const auto shared = [&](const char* f) { return std::filesystem::exists(dir / f) ? dir / f : model / f; };
+  w.s1 = load_mat(shared("s1.npy"), D, Fs);
+  w.s3 = load_mat(shared("s3.npy"), D, Fs);
+  w.s2 = load_mat(shared("s2.npy"), Fs, D);
   w.bias = load_flat(dir / "bias.npy", E);
   const Array<float> x = load_npy<float>(dir / "x.npy");
   require(x.shape.size() == 2 && x.cols() == D, "{}: x.npy shape {} violates [T, {}]", dir.string(), shape_str(x.shape),

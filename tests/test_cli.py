@@ -4,7 +4,9 @@
     test_cli.py path/to/ladder
 Uses numpy (Debian python3-numpy) to make candidates, as another project using ladder as an oracle would.
 """
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -267,6 +269,32 @@ def mla_cases(tmp, rng):
            j(tmp, "mla_bad.npy")], 1, "FAIL")
     expect("check 03-mla: lse given as u is named", ["check", "03-mla", j(tmp, "mla_uo"),
            j(tmp, "mla_uo", "lse.npy")], 2, "--output lse", err_one_line=True)
+    # W_DKV and kv_norm form the cache rows, which are an input: no output depends on them, so they may be left out.
+    few = j(tmp, "mla_few")
+    shutil.copytree(u, few)
+    os.remove(j(few, "W_DKV.npy")), os.remove(j(few, "kv_norm.npy"))
+    expect("oracle 03-mla without W_DKV, kv_norm", ["oracle", "03-mla", "--inputs", few, "--out", j(tmp, "mla_fo")],
+           0, "wrote")
+    for out in ("u", "scores", "lse"):
+        verdict(f"oracle 03-mla without W_DKV, kv_norm: {out} byte for byte as with them",
+                np.load(j(tmp, "mla_fo", out + ".npy")).tobytes() == np.load(j(tmp, "mla_uo", out + ".npy")).tobytes())
+    expect("check 03-mla without W_DKV, kv_norm: the float32 rounding passes", ["check", "03-mla", j(tmp, "mla_fo"),
+           j(tmp, "mla_u32.npy")], 0, "PASS")
+    expect("check 03-mla without W_DKV, kv_norm: one element off fails", ["check", "03-mla", j(tmp, "mla_fo"),
+           j(tmp, "mla_bad.npy")], 1, "FAIL")
+    # A needed input left out of a case folder (kv_b, and its digest entry): named, with what needs it.
+    shutil.copytree(j(tmp, "mla_fo"), j(tmp, "mla_nokvb"))
+    os.remove(j(tmp, "mla_nokvb", "kv_b.npy"))
+    with open(j(tmp, "mla_nokvb", "case.json")) as f:
+        cj = json.load(f)
+    cj["files"].remove("kv_b.npy"), cj["digest"].pop("kv_b.npy"), cj["inputs"].remove("kv_b")
+    with open(j(tmp, "mla_nokvb", "case.json"), "w") as f:
+        json.dump(cj, f)
+    expect("check 03-mla: kv_b missing is named with what needs it", ["check", "03-mla", j(tmp, "mla_nokvb"),
+           j(tmp, "mla_u32.npy")], 2, "input kv_b is missing; u, scores and lse need it", err_one_line=True)
+    os.remove(j(few, "kv_b.npy"))
+    expect("oracle 03-mla: kv_b missing is named", ["oracle", "03-mla", "--inputs", few, "--out", j(tmp, "mla_fx")], 2,
+           "kv_b.npy is missing", err_one_line=True)
     np.save(j(u, "W_QR.npy"), rng.standard_normal((H * rope + 1, ql)).astype(np.float32))
     expect("oracle 03-mla: W_QR rows not H * rope is named", ["oracle", "03-mla", "--inputs", u, "--out",
            j(tmp, "mla_x")], 2, "W_QR", err_one_line=True)

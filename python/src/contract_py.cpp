@@ -3,7 +3,8 @@
 // oracle, check, describe and case folders go through the same C++ entry points as `ladder oracle`,
 // `ladder check` and `ladder describe`: the inputs are validated against the stage's contract there
 // (names, dtypes, ranks, NaN where forbidden; ladder::Error -> ValueError). Here only the conversion
-// is checked: a numpy array of a dtype .npy files carry (float32/64, int32/64), C-contiguous, non-empty.
+// is checked: a numpy array of a dtype .npy files carry (float32/64, int32/64), C-contiguous, non-empty
+// (an input the contract marks may_be_empty may have a zero-size dimension).
 // Arrays cross as NpyData (the bytes a .npy file holds): one copy in, one copy out.
 #include <pybind11/stl.h>
 
@@ -24,9 +25,12 @@ DType npy_dtype(const py::array& a, const std::string& name) {
   throw py::type_error(name + ": dtype " + dtype_text(a) + "; float32, float64, int32 or int64 required");
 }
 
-NpyData to_npy_data(py::handle obj, const std::string& name) {
+// may_be_empty: an input whose zero-size array is a value (TensorSpec::may_be_empty, e.g. MoE's s1 [D, 0]).
+NpyData to_npy_data(py::handle obj, const std::string& name, bool may_be_empty = false) {
   const py::array a = as_array(obj, name);
   const DType dt = npy_dtype(a, name);
+  if (may_be_empty && a.ndim() >= 1 && a.size() == 0 && (a.flags() & py::array::c_style))
+    return NpyData{dt, Shape(a.shape(), a.shape() + a.ndim()), {}};
   const Arg arg = checked(a, name, -1, "see ladder.describe(stage)");
   NpyData d{dt, arg.shape, std::vector<unsigned char>(static_cast<size_t>(a.nbytes()))};
   std::memcpy(d.bytes.data(), a.data(), d.bytes.size());
@@ -44,11 +48,15 @@ py::array to_numpy_data(const NpyData& d) {
   return a;
 }
 
-Tensors to_tensors(const py::dict& arrays, const std::string& what) {
+// contract: the inputs' contract (its TensorSpec::may_be_empty), or null for outputs.
+Tensors to_tensors(const py::dict& arrays, const std::string& what, const Contract* contract = nullptr) {
   Tensors t;
   for (auto [k, v] : arrays) {
     const std::string name = py::str(k).cast<std::string>();
-    t[name] = to_npy_data(v, what.empty() ? name : what + "['" + name + "']");
+    bool may_be_empty = false;
+    if (contract)
+      for (const TensorSpec& s : contract->inputs) may_be_empty = may_be_empty || (s.name == name && s.may_be_empty);
+    t[name] = to_npy_data(v, what.empty() ? name : what + "['" + name + "']", may_be_empty);
   }
   return t;
 }
@@ -73,7 +81,8 @@ py::dict describe_dict(const std::string& stage) {
   py::list inputs, params, outputs;
   for (const TensorSpec& s : c.inputs)
     inputs.append(py::dict(py::arg("name") = s.name, py::arg("dtype") = s.dtype, py::arg("shape") = s.shape,
-                           py::arg("doc") = s.doc));
+                           py::arg("doc") = s.doc, py::arg("optional") = s.optional,
+                           py::arg("may_be_empty") = s.may_be_empty));
   for (const ParamSpec& p : c.params)
     params.append(py::dict(py::arg("name") = p.name, py::arg("type") = p.type, py::arg("doc") = p.doc));
   for (const OutputSpec& o : c.outputs)
@@ -120,7 +129,7 @@ void bind_contracts(py::module_& m) {
       "oracle",
       [](const std::string& stage, const py::dict& inputs, const std::string& params_json) {
         const Contract& c = contract(stage);
-        const Tensors in = to_tensors(inputs, "");
+        const Tensors in = to_tensors(inputs, "", &c);
         const nlohmann::json params = parse_params(params_json);
         Tensors out;
         {
@@ -136,7 +145,7 @@ void bind_contracts(py::module_& m) {
          const std::string& output, py::handle candidate, const std::string& rule, py::object ftz,
          const py::dict& companions, bool device) {
         const Contract& c = contract(stage);
-        const Tensors in = to_tensors(inputs, ""), exp = to_tensors(expected, "expected");
+        const Tensors in = to_tensors(inputs, "", &c), exp = to_tensors(expected, "expected");
         const NpyData cand = to_npy_data(candidate, "candidate");
         const Tensors others = to_tensors(companions, "companions");
         const nlohmann::json params = parse_params(params_json);
@@ -160,7 +169,7 @@ void bind_contracts(py::module_& m) {
         if (precision != "float32" && precision != "float64")
           throw py::value_error("precision: '" + precision + "' violates precision in {'float32', 'float64'}");
         const Rung& r = lookup(stage, backend, id);
-        const Tensors in = to_tensors(inputs, "");
+        const Tensors in = to_tensors(inputs, "", &c);
         const nlohmann::json params = parse_params(params_json);
         Tensors out;
         {

@@ -131,6 +131,7 @@ namespace {
 // Every input the contract names is present with an allowed dtype; nothing else is given.
 void check_inputs(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const char* what) {
   for (const TensorSpec& s : c.inputs) {
+    if (s.optional && !inputs.count(s.name)) continue;  // the stage's reader says where it is needed
     const NpyData& d = tensor(inputs, s.name, c.stage + " " + what);
     require(dtype_allowed(s.dtype, d.dtype), "{}: input {} has dtype {} where {} is required", c.stage, s.name,
             dtype_name(d.dtype), s.dtype);

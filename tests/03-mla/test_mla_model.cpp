@@ -164,3 +164,44 @@ TEST_CASE("bad configs and inputs raise ladder::Error naming the parameter") {
   Prepared<float> p = prepare_compressed(W, in.cache);
   CHECK_THROWS_WITH_AS(decode_am(W, p, in.step), doctest::Contains("run prepare_am"), Error);
 }
+
+// The case contract asks only for what the outputs depend on (issue 38): W_DKV and kv_norm form the cache
+// rows (kv_entries), and the cache is an input, so no output of the step reads them. Without them the
+// oracle gives the committed bytes and the rule judges as before; a needed input left out is named, with
+// what needs it; W_DKV given with the wrong shape is still named.
+TEST_CASE("03-mla contract: W_DKV and kv_norm are optional; a needed input missing is named") {
+  const Contract& c = contract(kStage);
+  const CaseFolder cf = read_case(c, test::golden_dir(kStage) / "L_63");
+  Tensors fewer = cf.inputs;
+  REQUIRE(fewer.erase("W_DKV") == 1);
+  REQUIRE(fewer.erase("kv_norm") == 1);
+  const Tensors all = run_oracle(c, cf.inputs, cf.params), less = run_oracle(c, fewer, cf.params);
+  for (const char* o : {"u", "scores", "lse"}) {
+    CAPTURE(o);
+    CHECK(all.at(o).bytes == cf.expected.at(o).bytes);
+    CHECK(less.at(o).bytes == cf.expected.at(o).bytes);
+  }
+  const Array<double> u = from_npy<double>(cf.expected.at("u"), "u");
+  CHECK(check(c, fewer, cf.params, cf.expected, "u", to_npy(u.cast<float>())).pass);
+  Array<float> bad = u.cast<float>();
+  double scale = 0;
+  for (double v : u.data) scale = std::max(scale, std::abs(v));
+  bad.data[3] += static_cast<float>(1e-3 * scale);
+  CHECK_FALSE(check(c, fewer, cf.params, cf.expected, "u", to_npy(bad)).pass);
+  for (const char* name : {"kv_b", "W_O", "blocks", "h"}) {
+    CAPTURE(name);
+    Tensors missing = fewer;
+    missing.erase(name);
+    CHECK_THROWS_WITH_AS(check(c, missing, cf.params, cf.expected, "u", to_npy(u.cast<float>())),
+                         doctest::Contains(fmt::format("03-mla: input {} is missing; ", name).c_str()), Error);
+  }
+  Tensors no_kvb = fewer;
+  no_kvb.erase("kv_b");
+  const Array<float> scores = from_npy<double>(cf.expected.at("scores"), "scores").cast<float>();
+  CHECK_THROWS_WITH_AS(check(c, no_kvb, cf.params, cf.expected, "scores", to_npy(scores)),
+                       doctest::Contains("u, scores and lse need it"), Error);
+  Tensors wrong = cf.inputs;
+  const Array<float> dkv = from_npy<float>(wrong.at("W_DKV"), "W_DKV");
+  wrong["W_DKV"] = to_npy(Array<float>({dkv.shape[0] + 1, dkv.shape[1]}));
+  CHECK_THROWS_WITH_AS(run_oracle(c, wrong, cf.params), doctest::Contains("weights.W_DKV is ["), Error);
+}

@@ -112,6 +112,39 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("oracle: top_k > n_experts is bad input", ["oracle", "04-moe", "--inputs", ins, "--out", j(tmp, "o2")], 2,
            "top_k", err_one_line=True)
 
+    # No shared expert (Fs = 0): the committed case holds s1, s3 [D, 0] and s2 [0, D], read before the model's.
+    d = j(GOLDEN, "e8_no_shared")
+    assert np.load(j(d, "s1.npy")).shape == (97, 0) and np.load(j(d, "s2.npy")).shape == (0, 97)
+    x, y = np.load(j(d, "x.npy")).astype(np.float64), np.load(j(d, "y.npy"))
+    s1, s3, s2 = (np.load(j(GOLDEN, "model", f + ".npy")).astype(np.float64) for f in ("s1", "s3", "s2"))
+    h = x @ s1
+    shared = (h / (1 + np.exp(-h)) * (x @ s3)) @ s2  # the model's shared expert, which this layer does not have
+    ns_good = save(tmp, "ns_good.npy", y.astype(np.float32))
+    expect("no shared expert: the oracle rounded to float32 passes", ["check", "04-moe", d, ns_good], 0, "PASS")
+    expect("no shared expert: a candidate that adds a shared expert's output fails",
+           ["check", "04-moe", d, save(tmp, "ns_shared.npy", (y + shared).astype(np.float32))], 1, "FAIL")
+    # The other spelling, s1, s3, s2 absent: `ladder oracle` on inputs without them gives the same y.
+    ns_alone, ns_in = j(tmp, "ns_alone"), j(tmp, "ns_inputs")
+    expect("golden writes the no-shared case whole", ["golden", "04-moe", "--case", "e8_no_shared", "--out", ns_alone],
+           0, "wrote")
+    expect("check reads it", ["check", "04-moe", ns_alone, ns_good], 0, "PASS")
+    os.makedirs(ns_in)
+    for f in ["x", "bias", "W_gate", "w1", "w3", "w2"]:
+        shutil.copy(j(ns_alone, f + ".npy"), ns_in)
+    with open(j(ns_alone, "case.json")) as f, open(j(ns_in, "params.json"), "w") as g:
+        json.dump(json.load(f)["params"], g)
+    expect("oracle without s1, s3, s2", ["oracle", "04-moe", "--inputs", ns_in, "--out", j(tmp, "ns_o")], 0, "wrote")
+    same = np.load(j(tmp, "ns_o", "y.npy")).tobytes() == y.tobytes()
+    print(f"{'ok  ' if same else 'FAIL'} oracle without s1, s3, s2: y is the committed golden, byte for byte")
+    failures += 0 if same else 1
+    expect("check without s1, s3, s2: the float32 rounding passes", ["check", "04-moe", j(tmp, "ns_o"), ns_good], 0,
+           "PASS")
+    expect("check without s1, s3, s2: a shared expert's output fails",
+           ["check", "04-moe", j(tmp, "ns_o"), j(tmp, "ns_shared.npy")], 1, "FAIL")
+    shutil.copy(j(ns_alone, "s1.npy"), ns_in)
+    expect("oracle: s1 without s3, s2 is named", ["oracle", "04-moe", "--inputs", ns_in, "--out", j(tmp, "ns_x")], 2,
+           "s1, s3, s2", err_one_line=True)
+
     # The chapter's table of rungs is the registry's list of reference rungs, checked here against it.
     p = subprocess.run([LADDER, "list", "04-moe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     registered = [l.split()[2] for l in p.stdout.splitlines() if l.startswith("04-moe ") and l.split()[1] == "ref"]

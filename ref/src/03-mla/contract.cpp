@@ -2,8 +2,8 @@
 //
 // One MLA decode step of one layer: the layer's weights, the new tokens' hidden states and positions,
 // and the paged compressed cache (FlashMLA's layout: blocks [num_blocks, block_size, kv_lora + rope],
-// block_table [B, max_blocks], seqlens [B]). Every dimension of the config is read from the weights'
-// shapes (kv_lora = kv_b.cols, rope = W_DKV.rows - kv_lora, H = W_QR.rows / rope, nope = W_UQ.rows / H,
+// block_table [B, max_blocks], seqlens [B]). Every dimension of the config is read from the inputs'
+// shapes (kv_lora = kv_b.cols, rope = blocks' row width - kv_lora, H = W_QR.rows / rope, nope = W_UQ.rows / H,
 // v = W_O.cols / H), so a user writes arrays only; the three scalars that shapes cannot carry are
 // params with DeepSeek-V2's defaults. The committed cases keep the weights in a sibling folder
 // (data/golden/03-mla/model_small, named by case.json "model"); `ladder golden 03-mla --case NAME --out
@@ -22,7 +22,24 @@ using namespace mla;
 // scores and weights B H Lmax twice. Refuse what cannot fit instead of dying in the allocator.
 constexpr double kMaxScratchBytes = 8.0 * (1ull << 30);
 
-const char* const kWeightNames[] = {"W_DQ", "q_norm", "W_UQ", "W_QR", "W_DKV", "kv_norm", "kv_b", "W_O"};
+// What each input is needed for (read from the code: decode_cd, query_latent / query_nope / query_rope,
+// decompress, attend_decompressed, output_projection). W_DKV and kv_norm form the cache rows
+// (kv_entries), which are an input here: no output of the step depends on them, so they are optional.
+// Every other input feeds u, scores and lse (W_O: u only, but the oracle computes the three together).
+const char* needed_by(const std::string& name) {
+  if (name == "W_O") return "u = W_O o needs it (and the oracle computes u, scores and lse together)";
+  if (name == "kv_b") return "u, scores and lse need it (W_UK: the keys; W_UV: the values)";
+  if (name == "seqlens" || name == "block_table" || name == "blocks")
+    return "u, scores and lse need it (the compressed cache they attend over)";
+  return "u, scores and lse need it (the query c^Q, q^C, q^R)";
+}
+
+// A needed input: its absence names it and what needs it.
+const NpyData& needed(const Tensors& t, const char* name) {
+  auto it = t.find(name);
+  require(it != t.end(), "03-mla: input {} is missing; {} (see `ladder describe 03-mla`)", name, needed_by(name));
+  return it->second;
+}
 
 struct In {
   Weights<float> W;
@@ -31,14 +48,14 @@ struct In {
 };
 
 Mat<float> matrix(const Tensors& t, const char* name) {
-  const Array<float> a = from_npy<float>(tensor(t, name, kStage), fmt::format("input {}", name));
+  const Array<float> a = from_npy<float>(needed(t, name), fmt::format("input {}", name));
   require(a.shape.size() == 2, "03-mla: input {} has shape {}, violates rank 2 [out, in] (nn.Linear layout)", name,
           shape_str(a.shape));
   return a.mat();
 }
 
 Vec<float> gain(const Tensors& t, const char* name) {
-  const Array<float> a = from_npy<float>(tensor(t, name, kStage), fmt::format("input {}", name));
+  const Array<float> a = from_npy<float>(needed(t, name), fmt::format("input {}", name));
   require(a.shape.size() == 1, "03-mla: input {} has shape {}, violates rank 1", name, shape_str(a.shape));
   return Eigen::Map<const Vec<float>>(a.data.data(), a.size());
 }
@@ -53,7 +70,7 @@ double param(const nlohmann::json& params, const char* name, double fallback, do
 }
 
 std::vector<int64_t> positions(const Tensors& t, const char* name) {
-  const Array<int64_t> a = npy_as_int64(tensor(t, name, kStage), fmt::format("input {}", name));
+  const Array<int64_t> a = npy_as_int64(needed(t, name), fmt::format("input {}", name));
   require(a.shape.size() == 1, "03-mla: input {} has shape {}, violates rank 1 [B]", name, shape_str(a.shape));
   return a.data;
 }
@@ -62,18 +79,25 @@ In inputs(const Tensors& t, const nlohmann::json& params) {
   In in;
   Weights<float>& W = in.W;
   W.W_DQ = matrix(t, "W_DQ"), W.W_UQ = matrix(t, "W_UQ"), W.W_QR = matrix(t, "W_QR");
-  W.W_DKV = matrix(t, "W_DKV"), W.kv_b = matrix(t, "kv_b"), W.W_O = matrix(t, "W_O");
-  W.q_norm = gain(t, "q_norm"), W.kv_norm = gain(t, "kv_norm");
-  // The config from the shapes (check_weights below then checks every shape against it).
+  W.kv_b = matrix(t, "kv_b"), W.W_O = matrix(t, "W_O");
+  W.q_norm = gain(t, "q_norm");
+  // Optional (no output depends on them): shape-checked against the rest when given, else left empty.
+  if (t.count("W_DKV")) W.W_DKV = matrix(t, "W_DKV");
+  if (t.count("kv_norm")) W.kv_norm = gain(t, "kv_norm");
+  in.cache.blocks = from_npy<float>(needed(t, "blocks"), "input blocks");
+  require(in.cache.blocks.shape.size() == 3, "03-mla: input blocks has shape {}, violates [num_blocks, block_size, "
+          "kv_lora + rope]", shape_str(in.cache.blocks.shape));
+  // The config from the shapes (check_weights below then checks every shape against it); rope from the
+  // cache rows' width, which W_DKV.rows (when given) must equal.
   Config& c = W.cfg;
   c.hidden = W.W_DQ.cols();
   c.q_lora_rank = W.W_DQ.rows();
   c.kv_lora_rank = W.kv_b.cols();
-  c.qk_rope = W.W_DKV.rows() - c.kv_lora_rank;
-  require(c.qk_rope >= 2, "03-mla: input W_DKV has {} rows and kv_b {} columns (kv_lora), violates W_DKV.rows = "
-          "kv_lora + rope with rope >= 2", W.W_DKV.rows(), c.kv_lora_rank);
+  c.qk_rope = in.cache.blocks.shape[2] - c.kv_lora_rank;
+  require(c.qk_rope >= 2, "03-mla: input blocks has rows of {} and kv_b {} columns (kv_lora), violates blocks' last "
+          "dimension = kv_lora + rope with rope >= 2", in.cache.blocks.shape[2], c.kv_lora_rank);
   require(W.W_QR.rows() % c.qk_rope == 0, "03-mla: input W_QR has {} rows, violates H * rope with rope = {} "
-          "(W_DKV.rows - kv_b.cols)", W.W_QR.rows(), c.qk_rope);
+          "(blocks' last dimension - kv_b.cols)", W.W_QR.rows(), c.qk_rope);
   c.n_heads = W.W_QR.rows() / c.qk_rope;
   require(c.n_heads >= 1 && W.W_UQ.rows() % c.n_heads == 0 && W.W_O.cols() % c.n_heads == 0,
           "03-mla: inputs W_UQ rows {} and W_O cols {} violate multiples of H = {} (W_QR.rows / rope)", W.W_UQ.rows(),
@@ -85,16 +109,13 @@ In inputs(const Tensors& t, const nlohmann::json& params) {
   c.softmax_scale = param(params, "softmax_scale", 0.0, 0.0, "softmax_scale >= 0 (0: 1/sqrt(nope + rope))");
   check_weights(W, "03-mla contract");
 
-  const Array<float> h = from_npy<float>(tensor(t, "h", kStage), "input h");
+  const Array<float> h = from_npy<float>(needed(t, "h"), "input h");
   require(h.shape.size() == 2 && h.shape[1] == c.hidden, "03-mla: input h has shape {}, violates [B, hidden = {}]",
           shape_str(h.shape), c.hidden);
   in.step.h = h.mat();
   in.step.q_pos = positions(t, "q_pos");
   in.cache.seqlens = positions(t, "seqlens");
-  in.cache.block_table = npy_as_int64(tensor(t, "block_table", kStage), "input block_table").cast<int32_t>();
-  in.cache.blocks = from_npy<float>(tensor(t, "blocks", kStage), "input blocks");
-  require(in.cache.blocks.shape.size() == 3, "03-mla: input blocks has shape {}, violates [num_blocks, block_size, "
-          "kv_lora + rope]", shape_str(in.cache.blocks.shape));
+  in.cache.block_table = npy_as_int64(needed(t, "block_table"), "input block_table").cast<int32_t>();
   in.cache.block_size = in.cache.blocks.shape[1];
   const int64_t B = h.shape[0];
   require(static_cast<int64_t>(in.step.q_pos.size()) == B && static_cast<int64_t>(in.cache.seqlens.size()) == B,
@@ -155,8 +176,10 @@ Contract contract_03_mla() {
               {"q_norm", "<f4", "[q_lora]", "q_a_layernorm gain (RMSNorm)"},
               {"W_UQ", "<f4", "[H * nope, q_lora]", "q_b_proj's nope rows: q^C = W_UQ c^Q"},
               {"W_QR", "<f4", "[H * rope, q_lora]", "q_b_proj's rope rows: q^R = RoPE(W_QR c^Q)"},
-              {"W_DKV", "<f4", "[kv_lora + rope, hidden]", "kv_a_proj_with_mqa: [c^KV | k^R] = W_DKV h"},
-              {"kv_norm", "<f4", "[kv_lora]", "kv_a_layernorm gain (on c^KV only)"},
+              {"W_DKV", "<f4", "[kv_lora + rope, hidden]",
+               "kv_a_proj_with_mqa: [c^KV | k^R] = W_DKV h; optional: it forms the cache rows (blocks), no output "
+               "of the step depends on it", true},
+              {"kv_norm", "<f4", "[kv_lora]", "kv_a_layernorm gain (on c^KV only); optional, as W_DKV", true},
               {"kv_b", "<f4", "[H * (nope + v), kv_lora]", "kv_b_proj: per head W_UK (nope rows) then W_UV (v rows)"},
               {"W_O", "<f4", "[hidden, H * v]", "o_proj"},
               {"h", "<f4", "[B, hidden]", "the new tokens' hidden states"},

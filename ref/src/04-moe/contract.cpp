@@ -9,6 +9,9 @@
 // A case folder holds x.npy and bias.npy; the model weights are its own inputs too (`ladder oracle`
 // and `ladder golden --case --out` write them into the folder), or, for the committed goldens, the
 // sibling folder case.json names as "model", read and checked against its own digest by read_case.
+// No shared expert (Fs = 0, the "none" of DeepSeek's n_shared_experts = 0): s1, s3 [D, 0] and s2 [0, D],
+// or the three inputs absent. In a case folder that names a model, an absent file is read from the
+// model, so such a case holds the zero-width files itself (data/golden/04-moe/e8_no_shared).
 #include <fmt/format.h>
 
 #include "ladder/core/contract.hpp"
@@ -72,11 +75,15 @@ moe::GoldenCase layer_of(const Tensors& in, const nlohmann::json& p) {
   const NpyData& w1 = shaped(in, "w1", 3, "[E, D, F]");
   const NpyData& w3 = shaped(in, "w3", 3, "[E, D, F]");
   const NpyData& w2 = shaped(in, "w2", 3, "[E, F, D]");
-  const NpyData& s1 = shaped(in, "s1", 2, "[D, Fs]");
-  const NpyData& s3 = shaped(in, "s3", 2, "[D, Fs]");
-  const NpyData& s2 = shaped(in, "s2", 2, "[Fs, D]");
+  // The shared expert: s1, s3, s2 all given (Fs = 0: [D, 0], [D, 0], [0, D]) or all absent (no shared expert).
+  const int given = int(in.count("s1")) + int(in.count("s3")) + int(in.count("s2"));
+  require(given == 0 || given == 3, "04-moe: inputs s1, s3, s2 given {}, {}, {} violate all three or none (none: no "
+          "shared expert)", in.count("s1") ? "yes" : "no", in.count("s3") ? "yes" : "no", in.count("s2") ? "yes" : "no");
+  const NpyData* s1 = given ? &shaped(in, "s1", 2, "[D, Fs]") : nullptr;
+  const NpyData* s3 = given ? &shaped(in, "s3", 2, "[D, Fs]") : nullptr;
+  const NpyData* s2 = given ? &shaped(in, "s2", 2, "[Fs, D]") : nullptr;
   const NpyData& bias = shaped(in, "bias", 1, "[E]");
-  const Index T = x.shape[0], D = x.shape[1], E0 = Wg.shape[0], F = w1.shape[2], Fs = s1.shape[1];
+  const Index T = x.shape[0], D = x.shape[1], E0 = Wg.shape[0], F = w1.shape[2], Fs = s1 ? s1->shape[1] : 0;
   require(T >= 1 && D >= 1, "04-moe: input x has shape {}, violates T >= 1 and D >= 1", shape_str(x.shape));
   moe::Config c;
   c.hidden = D, c.inter = F, c.shared_inter = Fs;
@@ -100,9 +107,11 @@ moe::GoldenCase layer_of(const Tensors& in, const nlohmann::json& p) {
   need("w1", w1, {E0, D, F}, "[E, D, F]");
   need("w3", w3, {E0, D, F}, "[E, D, F]");
   need("w2", w2, {E0, F, D}, "[E, F, D]");
-  need("s1", s1, {D, Fs}, "[D, Fs]");
-  need("s3", s3, {D, Fs}, "[D, Fs]");
-  need("s2", s2, {Fs, D}, "[Fs, D]");
+  if (s1) {
+    need("s1", *s1, {D, Fs}, "[D, Fs]");
+    need("s3", *s3, {D, Fs}, "[D, Fs]");
+    need("s2", *s2, {Fs, D}, "[Fs, D]");
+  }
   need("bias", bias, {c.n_experts}, "[n_experts]");
   moe::GoldenCase g;
   moe::Weights<double>& w = g.weights;
@@ -112,9 +121,8 @@ moe::GoldenCase layer_of(const Tensors& in, const nlohmann::json& p) {
   w.w1 = first(w1, c.n_experts * D * F);
   w.w3 = first(w3, c.n_experts * D * F);
   w.w2 = first(w2, c.n_experts * F * D);
-  w.s1 = npy_as_double(s1).mat();
-  w.s3 = npy_as_double(s3).mat();
-  w.s2 = npy_as_double(s2).mat();
+  w.s1.resize(D, Fs), w.s3.resize(D, Fs), w.s2.resize(Fs, D);  // [D, 0], [0, D] without a shared expert
+  if (Fs) w.s1 = npy_as_double(*s1).mat(), w.s3 = npy_as_double(*s3).mat(), w.s2 = npy_as_double(*s2).mat();
   moe::check_weights(w);
   g.x = npy_as_double(x).mat();
   for (Index i = 0; i < g.x.size(); ++i)
@@ -227,16 +235,17 @@ namespace stage_records {
 Contract contract_04_moe() {
   Contract c;
   c.stage = moe::kStage;
-  c.doc = "one MoE layer forward (DeepSeek gate, routed SwiGLU experts, one shared expert): x -> y, routing, sort";
+  c.doc = "one MoE layer forward (DeepSeek gate, routed SwiGLU experts, one shared expert or none): x -> y, routing, sort";
   c.inputs = {{"x", "<f4", "[T, D]", "tokens"},
               {"bias", "<f4", "[n_experts]", "e_score_correction_bias (V3: selection only; V2: ignored)"},
               {"W_gate", "<f4", "[E, D]", "router; the first n_experts rows are used"},
               {"w1", "<f4", "[E, D, F]", "gate projection of each expert"},
               {"w3", "<f4", "[E, D, F]", "up projection of each expert"},
               {"w2", "<f4", "[E, F, D]", "down projection of each expert"},
-              {"s1", "<f4", "[D, Fs]", "shared expert gate projection (Fs = 0: none)"},
-              {"s3", "<f4", "[D, Fs]", "shared expert up projection"},
-              {"s2", "<f4", "[Fs, D]", "shared expert down projection"}};
+              {"s1", "<f4", "[D, Fs]",
+               "shared expert gate projection; no shared expert: Fs = 0 ([D, 0]) or s1, s3, s2 all absent", true, true},
+              {"s3", "<f4", "[D, Fs]", "shared expert up projection (Fs = 0 or absent as s1)", true, true},
+              {"s2", "<f4", "[Fs, D]", "shared expert down projection (Fs = 0: [0, D], or absent as s1)", true, true}};
   c.params = {{"n_experts", "int", "routed experts used (default: W_gate's rows)"},
               {"top_k", "int", "experts per token (default 1)"},
               {"n_group", "int", "expert groups (default 1)"},

@@ -7,6 +7,8 @@
 // sort), y (dense_loop<double>, THE ORACLE; for a dropping case restricted to its kept mask), and for
 // dropping cases kept (1 kept, 0 dropped). Integer outputs are compared exactly, y by the tolerance
 // rule against dense_loop<float> as the baseline (k = 2, floor 4 ulps of float32).
+// e8_no_shared: the layer without a shared expert (Fs = 0); the case folder holds zero-width s1, s3
+// [D, 0] and s2 [0, D], which read_case takes before the model's.
 #include <map>
 
 #include "ladder/core/contract.hpp"
@@ -54,9 +56,14 @@ const std::map<std::string, CaseSpec>& specs() {
                     "Zipf-skewed bias (-0.3 ln(1 + rank)): a few experts take most tokens"}},
       {"e16_dropping_zipf", {16, 4, 4, 2, G::v3_sigmoid, 128, "zipf", true, 1.0, 4205,
                              "dropping with capacity factor 1.0 under Zipf load: real drops"}},
+      {"e8_no_shared", {8, 2, 4, 2, G::v3_sigmoid, 7, "none", false, 2.0, 4109,
+                        "no shared expert (Fs = 0): the case holds s1, s3 [D, 0] and s2 [0, D] itself"}},
   };
   return s;
 }
+
+// The cases without a shared expert (the model's s1, s3, s2 replaced by zero-width arrays).
+bool no_shared(const std::string& name) { return name == "e8_no_shared"; }
 
 Config case_config(const CaseSpec& c) {
   return Config{97, 61, c.E, c.k, c.n_group, c.topk_group, c.gate == GateKind::v3_sigmoid ? 2.5 : 1.0, c.gate, 61};
@@ -65,7 +72,8 @@ Config case_config(const CaseSpec& c) {
 Weights<double> model() { return make_weights(Config{97, 61, 16, 4, 4, 2, 2.5, GateKind::v3_sigmoid, 61}, kModelSeed); }
 
 // The model's weights as .npy files named as the contract's inputs (ref/src/04-moe/contract.cpp).
-std::vector<std::string> save_model_files(const std::filesystem::path& dir) {
+// shared = false: without s1, s3, s2 (a case without a shared expert writes its own zero-width ones).
+std::vector<std::string> save_model_files(const std::filesystem::path& dir, bool shared = true) {
   const Weights<float> w = model().cast<float>();
   const Index E = w.cfg.n_experts, D = w.cfg.hidden, F = w.cfg.inter;
   std::filesystem::create_directories(dir);
@@ -78,6 +86,7 @@ std::vector<std::string> save_model_files(const std::filesystem::path& dir) {
   save("w1.npy", w.w1, {E, D, F});
   save("w3.npy", w.w3, {E, D, F});
   save("w2.npy", w.w2, {E, F, D});
+  if (!shared) return {"W_gate.npy", "w1.npy", "w3.npy", "w2.npy"};
   save_npy(dir / "s1.npy", Array<float>::from(w.s1));
   save_npy(dir / "s3.npy", Array<float>::from(w.s3));
   save_npy(dir / "s2.npy", Array<float>::from(w.s2));
@@ -116,6 +125,11 @@ GoldenCase golden_case(const std::string& name) {
   GoldenCase g;
   g.name = name;
   g.weights = first_experts(model(), case_config(c)).cast<float>().cast<double>();
+  if (no_shared(name)) {
+    const Index D = g.weights.cfg.hidden;
+    g.weights.cfg.shared_inter = 0;
+    g.weights.s1.resize(D, 0), g.weights.s3.resize(D, 0), g.weights.s2.resize(0, D);
+  }
   const auto bias = make_bias(c.bias, c.E, c.seed);
   for (Index e = 0; e < c.E; ++e) g.weights.bias[static_cast<size_t>(e)] = double(float(bias[static_cast<size_t>(e)]));
   g.x = make_tokens(c.T, 97, c.seed).cast<float>().cast<double>();
@@ -154,6 +168,14 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
                            {"y", {T, c.hidden}}};
   nlohmann::json dtypes = {{"x", "<f4"},        {"bias", "<f4"},     {"topk_idx", "<i8"}, {"topk_weight", "<f8"},
                            {"group_sizes", "<i8"}, {"sort_idx", "<i8"}, {"y", "<f8"}};
+  if (c.shared_inter == 0) {  // no shared expert: zero-width files that stand in for the model's
+    save_npy(dir / "s1.npy", Array<float>::from(g.weights.s1.cast<float>()));
+    save_npy(dir / "s3.npy", Array<float>::from(g.weights.s3.cast<float>()));
+    save_npy(dir / "s2.npy", Array<float>::from(g.weights.s2.cast<float>()));
+    shapes["s1"] = shapes["s3"] = {c.hidden, 0};
+    shapes["s2"] = {0, c.hidden};
+    dtypes["s1"] = dtypes["s3"] = dtypes["s2"] = "<f4";
+  }
   nlohmann::json exact = {"topk_idx", "group_sizes", "sort_idx"};
   std::vector<std::string> rungs = {"gate", "dense_loop", "dense_fallback", "dropless", "ep_sharded"};
   if (g.dropping) {
@@ -185,7 +207,7 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
   nlohmann::json files = nlohmann::json::array();
   for (const auto& [name, shape] : shapes.items()) files.push_back(name + ".npy");
   if (full) {
-    for (const std::string& f : save_model_files(dir)) files.push_back(f);
+    for (const std::string& f : save_model_files(dir, c.shared_inter > 0)) files.push_back(f);
     j.erase("model");
   }
   j["files"] = files;

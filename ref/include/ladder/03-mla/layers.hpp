@@ -121,6 +121,9 @@ template <class T>
 Mat<T> kv_entries(const Weights<T>& W, const Mat<T>& h, const std::vector<int64_t>& pos) {
   const Config& c = W.cfg;
   check_hidden(W, h, "kv_entries");
+  require(W.W_DKV.rows() == c.kv_dim() && W.kv_norm.size() == c.kv_lora_rank,
+          "mla kv_entries: weights.W_DKV [{}, {}] and kv_norm [{}] violate [kv_lora + rope, hidden], [kv_lora]: the "
+          "cache rows need them", W.W_DKV.rows(), W.W_DKV.cols(), W.kv_norm.size());
   require(static_cast<int64_t>(pos.size()) == h.rows(), "mla kv_entries: pos.size = {} violates == h.rows = {}",
           pos.size(), h.rows());
   Mat<T> kv(h.rows(), c.kv_dim());

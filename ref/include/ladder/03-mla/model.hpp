@@ -68,11 +68,13 @@ void check_weights(const Weights<T>& w, const char* who) {
   shape("W_DQ", w.W_DQ.rows(), w.W_DQ.cols(), c.q_lora_rank, c.hidden);
   shape("W_UQ", w.W_UQ.rows(), w.W_UQ.cols(), c.n_heads * c.qk_nope, c.q_lora_rank);
   shape("W_QR", w.W_QR.rows(), w.W_QR.cols(), c.n_heads * c.qk_rope, c.q_lora_rank);
-  shape("W_DKV", w.W_DKV.rows(), w.W_DKV.cols(), c.kv_dim(), c.hidden);
+  // W_DKV and kv_norm form the cache rows (kv_entries) and nothing else: a decode step that is given the
+  // cache may leave them empty (the 03-mla contract's optional inputs); given, they must fit.
+  if (w.W_DKV.size()) shape("W_DKV", w.W_DKV.rows(), w.W_DKV.cols(), c.kv_dim(), c.hidden);
   shape("kv_b", w.kv_b.rows(), w.kv_b.cols(), c.n_heads * c.kv_b_rows(), c.kv_lora_rank);
   shape("W_O", w.W_O.rows(), w.W_O.cols(), c.hidden, c.n_heads * c.v_head);
   shape("q_norm", w.q_norm.size(), 1, c.q_lora_rank, 1);
-  shape("kv_norm", w.kv_norm.size(), 1, c.kv_lora_rank, 1);
+  if (w.kv_norm.size()) shape("kv_norm", w.kv_norm.size(), 1, c.kv_lora_rank, 1);
 }
 
 // Seeded weights at float32 precision (the goldens store them as <f4; the fp64 oracle runs on the same

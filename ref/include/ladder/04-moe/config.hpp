@@ -92,10 +92,16 @@ void check_weights(const Weights<T>& w) {
   require(Index(w.w1.size()) == E * D * F && Index(w.w3.size()) == E * D * F,
           "moe: w1/w3 have {}/{} entries, violates E * D * F = {}", w.w1.size(), w.w3.size(), E * D * F);
   require(Index(w.w2.size()) == E * F * D, "moe: w2 has {} entries, violates E * F * D = {}", w.w2.size(), E * F * D);
-  require(w.s1.rows() == (Fs ? D : 0) && w.s1.cols() == Fs && w.s3.rows() == w.s1.rows() && w.s3.cols() == Fs &&
-              w.s2.rows() == Fs && w.s2.cols() == (Fs ? D : 0),
-          "moe: shared expert weights s1 [{}, {}], s2 [{}, {}] violate [D, Fs], [Fs, D] with Fs = {}", w.s1.rows(),
-          w.s1.cols(), w.s2.rows(), w.s2.cols(), Fs);
+  // No shared expert (Fs = 0): s1, s3 [D, 0] and s2 [0, D] as a model file holds them, or all empty [0, 0].
+  const bool none = Fs == 0 && w.s1.cols() == 0 && w.s3.cols() == 0 && w.s2.rows() == 0 &&
+                    (w.s1.rows() == 0 || w.s1.rows() == D) && (w.s3.rows() == 0 || w.s3.rows() == D) &&
+                    (w.s2.cols() == 0 || w.s2.cols() == D);
+  const bool some = Fs > 0 && w.s1.rows() == D && w.s1.cols() == Fs && w.s3.rows() == D && w.s3.cols() == Fs &&
+                    w.s2.rows() == Fs && w.s2.cols() == D;
+  require(none || some,
+          "moe: shared expert weights s1 [{}, {}], s3 [{}, {}], s2 [{}, {}] violate s1, s3 [D, Fs], s2 [Fs, D] with "
+          "D = {}, Fs = shared_inter = {} (Fs = 0: no shared expert, [D, 0] and [0, D])",
+          w.s1.rows(), w.s1.cols(), w.s3.rows(), w.s3.cols(), w.s2.rows(), w.s2.cols(), D, Fs);
 }
 
 // The gate's decision: topk_idx [T, k] (descending score; ties: lowest expert id first) and topk_weight.

@@ -8,6 +8,7 @@
 // is zero where the expert was not selected -- the generic lowering of ragged_dot (E/k times the
 // FLOPs of the routed work; the JAX README's complaint). Same result, different sum order.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -25,6 +26,10 @@ T silu(T v) {
 // out [n, D] = (silu(X w1) * (X w3)) w2 for X [n, D]; w1, w3 [D, Fi], w2 [Fi, D] (row-major).
 template <class T>
 void swiglu_rows(const T* w1, const T* w3, const T* w2, Index D, Index Fi, const T* X, Index n, T* out) {
+  if (Fi == 0) {  // an inner size of 0 (no shared expert): the empty sum, exactly 0
+    std::fill(out, out + n * D, T(0));
+    return;
+  }
   std::vector<T> h1(static_cast<size_t>(n * Fi)), h3(static_cast<size_t>(n * Fi));
   gemm<T>(n, Fi, D, T(1), X, D, Op::N, w1, Fi, Op::N, h1.data(), Fi);
   gemm<T>(n, Fi, D, T(1), X, D, Op::N, w3, Fi, Op::N, h3.data(), Fi);

@@ -60,6 +60,11 @@ struct TensorSpec {
   std::string dtype;  // "<f4", "<f8", "<i4", "<i8"; "<i4|<i8" accepts either
   std::string shape;  // symbolic, e.g. "[rows, cols]"
   std::string doc;
+  // May be absent: no output needs it, or the stage gives its absence a meaning (its doc says which).
+  // check_inputs skips it; the stage's reader names it, and what needs it, where it is needed.
+  bool optional = false;
+  // A zero-size array is a value, not a mistake (MoE's s1 [D, 0]: no shared expert); Python passes it on.
+  bool may_be_empty = false;
 };
 
 struct OutputSpec {
