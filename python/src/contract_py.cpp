@@ -73,7 +73,7 @@ py::dict describe_dict(const std::string& stage) {
   py::list inputs, params, outputs;
   for (const TensorSpec& s : c.inputs)
     inputs.append(py::dict(py::arg("name") = s.name, py::arg("dtype") = s.dtype, py::arg("shape") = s.shape,
-                           py::arg("doc") = s.doc));
+                           py::arg("doc") = s.doc, py::arg("optional") = s.optional));
   for (const ParamSpec& p : c.params)
     params.append(py::dict(py::arg("name") = p.name, py::arg("type") = p.type, py::arg("doc") = p.doc));
   for (const OutputSpec& o : c.outputs)

@@ -59,6 +59,7 @@ struct TensorSpec {
   std::string dtype;  // "<f4", "<f8", "<i4", "<i8"; "<i4|<i8" accepts either
   std::string shape;  // symbolic, e.g. "[rows, cols]"
   std::string doc;
+  bool optional = false;  // a case may leave it out (attention's dO: a forward-only case)
 };
 
 struct OutputSpec {
@@ -78,6 +79,9 @@ struct OutputSpec {
   // Outputs with the same non-empty judged_with are judged as one tensor: per slice, the group's scale
   // and baseline error (core/compare.hpp, Tolerance::group_scale), e.g. attention's dQ, dK, dV.
   std::string judged_with = {};
+  // An input this output exists only with (attention's gradients need dO): a case without that input
+  // has no such expected output, and asking for it is an error naming the input.
+  std::string needs_input = {};
 };
 
 struct ParamSpec {
