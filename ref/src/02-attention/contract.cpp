@@ -103,7 +103,8 @@ namespace stage_records {
 Contract contract_02_attention() {
   Contract c;
   c.stage = kStage;
-  c.doc = "attention forward (O, L, m) and backward (dQ, dK, dV, D) of one call";
+  c.doc = "attention forward (O, L, m) and, given dO, backward (dQ, dK, dV, D) of one call; GQA / MQA (H_kv < H_q), "
+          "d_v != d, sliding windows and per-sequence key lengths are the oracle's (the other rungs refuse them)";
   c.inputs = {{"Q", "<f4", "[B, H, Nq, d]", "queries (H = H_q query heads)"},
               {"K", "<f4", "[B, H_kv, Nk, d]", "keys; H_q % H_kv == 0, query head h reads kv head h / (H_q / H_kv)"},
               {"V", "<f4", "[B, H_kv, Nk, d_v]", "values; d_v may differ from d"},
