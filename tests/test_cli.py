@@ -220,6 +220,29 @@ def device_cases(tmp):
            err_one_line=True)
 
 
+def attention_shape_cases(tmp):
+    """02-attention's oracle-only shapes from the CLI: GQA gradients pass, other rungs refuse by name, a
+    forward-only case checks O and names the missing dO for dQ."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "golden", "02-attention")
+    gqa, fwd = os.path.join(root, "gqa_h4_kv2_q19_k23_d32_causal"), os.path.join(root, "fwd_gqa_h8_kv2_q3_k50_d64_dv32")
+    out = os.path.join(tmp, "gqa")
+    expect("run 02-attention tiled on a GQA case is refused", ["run", "02-attention", "tiled", "--case", gqa, "--out",
+           out], 2, "H_q = 4, H_kv = 2 violates H_q == H_kv", err_one_line=True)
+    expect("run 02-attention backward_naive on a GQA case", ["run", "02-attention", "backward_naive", "--case", gqa,
+           "--out", out], 0)
+    expect("check --output dQ,dK,dV on GQA: the float32 naive backward passes", ["check", "02-attention", gqa, out,
+           "--output", "dQ,dK,dV"], 0, "dK.npy")
+    dk = np.load(os.path.join(out, "dK.npy"))
+    np.save(os.path.join(out, "dK.npy"), dk[:, ::-1].copy())  # kv heads swapped
+    expect("check on GQA: dK of the wrong kv heads fails", ["check", "02-attention", gqa, os.path.join(out, "dK.npy"),
+           "--output", "dK"], 1, "FAIL")
+    o = os.path.join(tmp, "fwd_O.npy")
+    np.save(o, np.load(os.path.join(fwd, "O.npy")).astype(np.float32))
+    expect("check a forward-only case: O passes", ["check", "02-attention", fwd, o, "--output", "O"], 0, "PASS")
+    expect("check a forward-only case: dQ names the missing dO", ["check", "02-attention", fwd, o, "--output", "dQ"],
+           2, "needs input dO", err_one_line=True)
+
+
 def mla_cases(tmp, rng):
     """03-mla through the contract: the committed case round-trips, user shapes get an oracle, wrong fails."""
     j = os.path.join
@@ -356,6 +379,7 @@ with tempfile.TemporaryDirectory() as tmp:
     oracle_cli_cases(tmp, case, eplb, good)
     gradient_list_cases(tmp)
     device_cases(tmp)
+    attention_shape_cases(tmp)
     expect("reproduce 01-softmax --quick writes the table", ["reproduce", "01-softmax", "--quick", "--out",
            os.path.join(tmp, "r")], 0, "paper")
     plan_cases(tmp)

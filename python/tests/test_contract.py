@@ -69,6 +69,26 @@ def test_attention_oracle_and_check_every_output(rng):
     assert not ladder.check("02-attention", inp, bad, output="O", causal=True)["pass"]
 
 
+def test_attention_gqa_dv_window_forward_only(rng):
+    """GQA (4 query heads on 2 kv heads), d_v = 6 != d = 8, window (2, 0), no dO: a forward-only check."""
+    def r(*s):
+        return rng.normal(size=s).astype(np.float32)
+    inp = {"Q": r(1, 4, 5, 8), "K": r(1, 2, 7, 8), "V": r(1, 2, 7, 6)}
+    want = ladder.oracle("02-attention", window_size=[2, 0], **inp)
+    assert set(want) == {"O", "L", "m"} and want["O"].shape == (1, 4, 5, 6)
+    # Query head h reads kv head h // 2: the same as K, V repeated per query head in that order.
+    heads = {"right": [0, 0, 1, 1], "h % H_kv": [0, 1, 0, 1]}
+    for name, kv in heads.items():
+        mha = dict(inp, K=inp["K"][:, kv].copy(), V=inp["V"][:, kv].copy())
+        got = ladder.oracle("02-attention", window_size=[2, 0], **mha)["O"].astype(np.float32)
+        rep = ladder.check("02-attention", inp, got, output="O", window_size=[2, 0])
+        assert rep["pass"] == (name == "right"), (name, rep["text"])
+    off = ladder.oracle("02-attention", window_size=[3, 0], **inp)["O"].astype(np.float32)
+    assert not ladder.check("02-attention", inp, off, output="O", window_size=[2, 0])["pass"]
+    with pytest.raises(ValueError, match="needs input dO"):
+        ladder.check("02-attention", inp, want["O"], output="dQ", window_size=[2, 0])
+
+
 def test_golden_round_trip_through_check():
     g = ladder.golden("01-softmax", "len_97")
     assert set(g["inputs"]) == {"x"} and set(g["outputs"]) == {"y"}

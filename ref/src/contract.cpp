@@ -188,15 +188,25 @@ void group_tolerance(const Contract& c, const OutputSpec& spec, const Tensors& e
     int64_t slices = 1;
     for (int d = 0; d < sa; ++d) slices *= o.shape[static_cast<size_t>(d)];
     if (slices <= 0 || o.size() % slices != 0) continue;
-    if (tol.group_scale.empty()) tol.group_scale.assign(static_cast<size_t>(slices), 0.0), tol.group_berr = tol.group_scale;
-    require(tol.group_scale.size() == static_cast<size_t>(slices),
-            "{}: outputs judged together ({}) have different slice counts", c.stage, spec.judged_with);
-    const int64_t per = o.size() / slices;
+    // The judged output's slice count; a member with a multiple of it (or a divisor) maps slice s to s / r (or
+    // to r of them): attention's GQA, where dQ has B H slices and dK, dV B H_kv, query head h reading kv head
+    // h / (H / H_kv).
+    const NpyData& own = expected.at(spec.name);
+    int64_t want = 1;
+    for (int d = 0; d < std::min(spec.slice_axes, static_cast<int>(own.shape.size())); ++d)
+      want *= own.shape[static_cast<size_t>(d)];
+    require(want > 0 && (slices % want == 0 || want % slices == 0),
+            "{}: outputs judged together ({}) have {} and {} slices, violates one a multiple of the other", c.stage,
+            spec.judged_with, want, slices);
+    if (tol.group_scale.empty()) tol.group_scale.assign(static_cast<size_t>(want), 0.0), tol.group_berr = tol.group_scale;
+    const int64_t per = o.size() / slices, down = std::max<int64_t>(1, slices / want), up = std::max<int64_t>(1, want / slices);
     for (int64_t i = 0; i < o.size(); ++i) {
-      const size_t s = static_cast<size_t>(i / per);
       if (!std::isfinite(o.data[i])) continue;
-      tol.group_scale[s] = std::max(tol.group_scale[s], std::abs(o.data[i]));
-      if (std::isfinite(b.data[i])) tol.group_berr[s] = std::max(tol.group_berr[s], std::abs(b.data[i] - o.data[i]));
+      for (int64_t u = 0; u < up; ++u) {
+        const size_t s = static_cast<size_t>(i / per / down * up + u);
+        tol.group_scale[s] = std::max(tol.group_scale[s], std::abs(o.data[i]));
+        if (std::isfinite(b.data[i])) tol.group_berr[s] = std::max(tol.group_berr[s], std::abs(b.data[i] - o.data[i]));
+      }
     }
   }
 }
@@ -208,6 +218,9 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
                   const Tensors& companions, std::optional<bool> ftz, bool device) {
   if (output.empty()) output = c.outputs.front().name;
   const OutputSpec& spec = c.output(output);
+  require(spec.needs_input.empty() || inputs.count(spec.needs_input) || expected.count(output),
+          "{}: output {} needs input {}, which this case does not have (it checks only the outputs that do not)",
+          c.stage, output, spec.needs_input);
   const NpyData& exp = tensor(expected, output, c.stage + " expected outputs");
   if (!rule.empty() && rule != rule_name(spec.rule)) {
     auto it = c.extra_rules.find(rule);

@@ -233,8 +233,14 @@ TEST_CASE("Fig. 8's per-step normalisation costs accuracy that the deferred form
 TEST_CASE("bad input raises ladder::Error naming the parameter") {
   Rng rng(5);
   const Array<float> Q = test::randn<float>(rng, {1, 2, 3, 8}), K = test::randn<float>(rng, {1, 2, 5, 8});
-  const Array<float> V_bad = test::randn<float>(rng, {1, 2, 5, 16}), K_bad = test::randn<float>(rng, {1, 2, 5, 7});
-  CHECK_THROWS_WITH_AS(problem_of(Q, K, V_bad, false), doctest::Contains("V.shape = [1, 2, 5, 16]"), Error);
+  const Array<float> V_bad = test::randn<float>(rng, {1, 2, 6, 8}), K_bad = test::randn<float>(rng, {1, 2, 5, 7});
+  CHECK_THROWS_WITH_AS(problem_of(Q, K, V_bad, false), doctest::Contains("V.shape = [1, 2, 6, 8]"), Error);
+  // d_v = 16 != d = 8 is a shape of its own (problem.hpp): the oracle's, refused by the other rungs by name.
+  const Array<float> V16 = test::randn<float>(rng, {1, 2, 5, 16});
+  const Problem p16 = problem_of(Q, K, V16, false);
+  CHECK(run_forward<float>(&naive_forward<float>, p16, Q, K, V16).O.shape == Shape{1, 2, 3, 16});
+  CHECK_THROWS_WITH_AS(run_forward<float>(&flash_forward<float>, p16, Q, K, V16),
+                       doctest::Contains("d = 8, d_v = 16 violates d_v == d"), Error);
   CHECK_THROWS_WITH_AS(problem_of(Q, K_bad, K_bad, false), doctest::Contains("K.shape = [1, 2, 5, 7]"), Error);
   CHECK_THROWS_WITH_AS(problem_of(Array<float>({2, 3, 8}), K, K, false), doctest::Contains("Q.shape"), Error);
   const Problem p = problem_of(Q, K, K, true);

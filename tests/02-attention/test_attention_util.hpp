@@ -28,15 +28,17 @@ inline const Tolerance kBackward64 = contract("02-attention").tolerance("dQ", DT
 // them together (OutputSpec::judged_with) and per (b, h) slice. A component can be exactly zero (one key:
 // P = 1, so dS = P o (dP - D) = 0 and dQ = dK = 0), where a floor "at the output's scale" would be 0 and
 // demand bit-exact zeros; taken together the floor is at the scale of the slice's whole gradient.
+// GQA (H_kv < H): one slice per batch row and kv head, holding the dQ of its G = H / H_kv query heads.
 template <class T>
 Array<T> gradient(const attention::Grads<T>& g) {
-  const int64_t B = g.dQ.shape[0], H = g.dQ.shape[1], q = g.dQ.size() / (B * H), k = g.dK.size() / (B * H);
-  Array<T> r({B, H, q + 2 * k});
+  const int64_t B = g.dQ.shape[0], Hkv = g.dK.shape[1], sk = B * Hkv, G = g.dQ.shape[1] / Hkv;
+  const int64_t q = G * g.dQ.size() / (B * g.dQ.shape[1]), k = g.dK.size() / sk, v = g.dV.size() / sk;
+  Array<T> r({B, Hkv, q + k + v});
   auto it = r.data.begin();
-  for (int64_t s = 0; s < B * H; ++s) {
+  for (int64_t s = 0; s < sk; ++s) {
     it = std::copy(g.dQ.data.begin() + s * q, g.dQ.data.begin() + (s + 1) * q, it);
     it = std::copy(g.dK.data.begin() + s * k, g.dK.data.begin() + (s + 1) * k, it);
-    it = std::copy(g.dV.data.begin() + s * k, g.dV.data.begin() + (s + 1) * k, it);
+    it = std::copy(g.dV.data.begin() + s * v, g.dV.data.begin() + (s + 1) * v, it);
   }
   return r;
 }

@@ -15,19 +15,41 @@ constexpr double kMaxScratchBytes = 8.0 * (1ull << 30);
 
 struct In {
   Array<float> Q, K, V, dO;
+  bool has_dO = false;  // without dO the case is forward-only: O, L, m
   Problem p;
 };
 
+int64_t int_param(const nlohmann::json& v, const char* what) {
+  require(v.is_number_integer(), "02-attention: param {} = {} violates type integer", what, v.dump());
+  return v.get<int64_t>();
+}
+
 In inputs(const Tensors& t, const nlohmann::json& params) {
   In in{from_npy<float>(tensor(t, "Q", kStage), "input Q"), from_npy<float>(tensor(t, "K", kStage), "input K"),
-        from_npy<float>(tensor(t, "V", kStage), "input V"), from_npy<float>(tensor(t, "dO", kStage), "input dO"), {}};
+        from_npy<float>(tensor(t, "V", kStage), "input V"), {}, t.count("dO") > 0, {}};
   const nlohmann::json causal = params.value("causal", nlohmann::json(false));
   const nlohmann::json scale = params.value("scale", nlohmann::json(0.0));
+  const nlohmann::json window = params.value("window_size", nlohmann::json::array({-1, -1}));
   require(causal.is_boolean(), "02-attention: param causal = {} violates type bool", causal.dump());
   require(scale.is_number(), "02-attention: param scale = {} violates type number", scale.dump());
+  require(window.is_array() && window.size() == 2,
+          "02-attention: param window_size = {} violates [left, right] (integers, -1 unbounded)", window.dump());
   in.p = problem_of(in.Q, in.K, in.V, causal.get<bool>(), scale.get<double>());
-  require(in.dO.shape == in.Q.shape, "02-attention: input dO has shape {}, violates dO.shape == Q.shape = {}",
-          shape_str(in.dO.shape), shape_str(in.Q.shape));
+  in.p.window_left = int_param(window[0], "window_size[0] (left)");
+  in.p.window_right = int_param(window[1], "window_size[1] (right)");
+  if (t.count("seqlens")) {
+    const Array<int64_t> n = npy_as_int64(t.at("seqlens"), "input seqlens");
+    require(n.shape == Shape{in.p.B}, "02-attention: input seqlens has shape {}, violates [B] = [{}]",
+            shape_str(n.shape), in.p.B);
+    in.p.seqlens = n.data;
+  }
+  check_problem(in.p, "02-attention", true);  // names the param or input that violates a constraint
+  if (in.has_dO) {
+    in.dO = from_npy<float>(t.at("dO"), "input dO");
+    const Shape want{in.p.B, in.p.H, in.p.Nq, in.p.dim_v()};
+    require(in.dO.shape == want, "02-attention: input dO has shape {}, violates dO.shape == O.shape = [B, H, Nq, d_v] = {}",
+            shape_str(in.dO.shape), shape_str(want));
+  }
   const double scratch = 4.0 * 8 * static_cast<double>(in.p.heads()) * static_cast<double>(in.p.Nq) *
                          static_cast<double>(in.p.Nk);
   require(scratch <= kMaxScratchBytes,
@@ -36,13 +58,16 @@ In inputs(const Tensors& t, const nlohmann::json& params) {
   return in;
 }
 
+// Forward outputs always; the backward's only when the case has dO.
 template <class T>
 Tensors run_naive(const In& in) {
   const Array<T> Q = in.Q.cast<T>(), K = in.K.cast<T>(), V = in.V.cast<T>();
   const Forward<T> f = run_forward<T>(&naive_forward<T>, in.p, Q, K, V);
+  Tensors out{{"O", to_npy(f.O)}, {"L", to_npy(f.L)}, {"m", to_npy(f.m)}};
+  if (!in.has_dO) return out;
   const Grads<T> g = run_backward<T>(&naive_backward<T>, in.p, Q, K, V, f.O, in.dO.cast<T>(), f.L);
-  return {{"O", to_npy(f.O)},   {"L", to_npy(f.L)},   {"m", to_npy(f.m)},  {"D", to_npy(g.D)},
-          {"dQ", to_npy(g.dQ)}, {"dK", to_npy(g.dK)}, {"dV", to_npy(g.dV)}};
+  out.insert({{"D", to_npy(g.D)}, {"dQ", to_npy(g.dQ)}, {"dK", to_npy(g.dK)}, {"dV", to_npy(g.dV)}});
+  return out;
 }
 
 // A registered rung on the case's inputs at precision T: a forward rung gives O, L, m; a backward rung
@@ -61,6 +86,8 @@ Tensors run_rung_at(const Rung& r, const In& in) {
     const Forward<T> o = run_forward<T>(f, in.p, Q, K, V);
     return {{"O", to_npy(o.O)}, {"L", to_npy(o.L)}, {"m", to_npy(o.m)}};
   }
+  require(in.has_dO, "{}: rung {} computes the backward, which needs input dO (this case is forward-only)", kStage,
+          r.key());
   const auto& f = pick(r.fn<BackwardFns>());
   require(static_cast<bool>(f), "{}: rung {} has no {} function", kStage, r.key(), dtype_name(dtype_of<T>()));
   const Forward<T> o = run_forward<T>(&naive_forward<T>, in.p, Q, K, V);
@@ -76,32 +103,46 @@ namespace stage_records {
 Contract contract_02_attention() {
   Contract c;
   c.stage = kStage;
-  c.doc = "attention forward (O, L, m) and backward (dQ, dK, dV, D) of one call";
-  c.inputs = {{"Q", "<f4", "[B, H, Nq, d]", "queries"},
-              {"K", "<f4", "[B, H, Nk, d]", "keys"},
-              {"V", "<f4", "[B, H, Nk, d]", "values"},
-              {"dO", "<f4", "[B, H, Nq, d]", "gradient of the loss w.r.t. O"}};
+  c.doc = "attention forward (O, L, m) and, given dO, backward (dQ, dK, dV, D) of one call; GQA / MQA (H_kv < H_q), "
+          "d_v != d, sliding windows and per-sequence key lengths are the oracle's (the other rungs refuse them)";
+  c.inputs = {{"Q", "<f4", "[B, H, Nq, d]", "queries (H = H_q query heads)"},
+              {"K", "<f4", "[B, H_kv, Nk, d]", "keys; H_q % H_kv == 0, query head h reads kv head h / (H_q / H_kv)"},
+              {"V", "<f4", "[B, H_kv, Nk, d_v]", "values; d_v may differ from d"},
+              {"dO", "<f4", "[B, H, Nq, d_v]", "gradient of the loss w.r.t. O; optional: without it the case is "
+                                               "forward-only (O, L, m)", true},
+              {"seqlens", "<i4|<i8", "[B]", "optional: keys of batch row b (cache_seqlens); keys j >= n_b masked, "
+                                            "masks aligned with n_b in place of Nk", true}};
   c.params = {{"causal", "bool", "query i attends key j iff j <= i + Nk - Nq (default false)"},
-              {"scale", "number", "S = scale Q K^T (default 1/sqrt(d))"}};
+              {"scale", "number", "S = scale Q K^T (default 1/sqrt(d))"},
+              {"window_size", "[int, int]", "FlashAttention's (left, right), -1 unbounded (default [-1, -1]): key j "
+                                            "visible to query i iff i + Nk - Nq - left <= j <= i + Nk - Nq + right; "
+                                            "causal is right = 0"}};
   const std::string one_scale =
       "one scale per batch row and head (each (b, h) an independent attention): an output row is a convex "
       "combination of V rows, so every element carries error at the scale of V";
   const std::string grad = "gradients: one scale per batch row and head, k = 3 for the backward";
   const std::string stat = "per-row statistics of one scale (S entries); -inf on fully masked rows must match";
-  c.outputs = {{"O", "<f8", "[B, H, Nq, d]", "output (0 on fully masked rows)", Rule::max_abs, 2, one_scale, false, ""},
+  c.outputs = {{"O", "<f8", "[B, H, Nq, d_v]", "output (0 on fully masked rows)", Rule::max_abs, 2, one_scale, false, ""},
                {"L", "<f8", "[B, H, Nq]", "log-sum-exp of each score row (-inf if masked)", Rule::max_abs, 2, stat, false, ""},
                {"m", "<f8", "[B, H, Nq]", "row max of the scores (-inf if masked)", Rule::max_abs, 2, stat, false, ""},
                {"D", "<f8", "[B, H, Nq]", "rowsum(dO o O)", Rule::max_abs, 3, grad, false, ""},
                {"dQ", "<f8", "[B, H, Nq, d]", "gradient w.r.t. Q", Rule::max_abs, 3, grad, false, ""},
-               {"dK", "<f8", "[B, H, Nk, d]", "gradient w.r.t. K", Rule::max_abs, 3, grad, false, ""},
-               {"dV", "<f8", "[B, H, Nk, d]", "gradient w.r.t. V", Rule::max_abs, 3, grad, false, ""}};
+               {"dK", "<f8", "[B, H_kv, Nk, d]", "gradient w.r.t. K (GQA: summed over the group's query heads)",
+                Rule::max_abs, 3, grad, false, ""},
+               {"dV", "<f8", "[B, H_kv, Nk, d_v]", "gradient w.r.t. V (GQA: summed over the group's query heads)",
+                Rule::max_abs, 3, grad, false, ""}};
   // Every output per batch row and head: each (b, h) is an independent attention (core/compare.hpp).
   for (OutputSpec& o : c.outputs) o.slice_axes = 2;
   // The gradients as one tensor (case.json's promise): dQ and dK are exactly 0 on a one-key attention, where
   // dV is not; at dV's scale a correct float32 backward's rounding passes, a wrong gradient does not.
   for (OutputSpec& o : c.outputs)
     if (o.name == "dQ" || o.name == "dK" || o.name == "dV") o.judged_with = "gradients";
-  c.oracle_doc = "naive_forward<double> and naive_backward<double> of the float32 inputs";
+  // The backward's outputs exist only where the case gives dO (a forward-only case checks O, L, m).
+  for (OutputSpec& o : c.outputs)
+    if (o.name == "D" || o.name == "dQ" || o.name == "dK" || o.name == "dV") o.needs_input = "dO";
+  c.oracle_doc = "naive_forward<double> and naive_backward<double> of the float32 inputs; every shape above "
+                 "(GQA / MQA, d_v != d, windows, seqlens) is the oracle's; the flash, tiled, recompute and CUDA rungs "
+                 "compute H_kv = H_q, d_v = d, no window, no seqlens only, and refuse the rest by name";
   c.baseline_doc = "naive forward and backward_naive in float32 (a float64 candidate: that error x 2^-29, k + 1)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_naive<double>(inputs(t, params)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {

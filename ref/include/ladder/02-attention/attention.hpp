@@ -10,7 +10,8 @@
 // Sources: lecture notes §3.2-3.8 (Alg. 0, Fig. 7/8, tiling, recomputation, the HBM-access table);
 // Dao et al., FlashAttention (2022), Alg. 1/4; Dao, FlashAttention-2 (2023), Alg. 1/2.
 // The chapter is chapters/02-attention/README.md. Split by concept:
-//   attention/problem.hpp    Problem {B, H, Nq, Nk, d, scale, causal}, the causal rule, Tiles, Traffic
+//   attention/problem.hpp    Problem {B, H, Nq, Nk, d, scale, causal; H_kv, d_v, window, seqlens}, the masks,
+//                            Tiles, Traffic
 //   attention/naive.hpp      naive_forward (Alg. 0: S, P materialised), naive_backward (from P)
 //   attention/flash.hpp      flash_row / flash_forward (Fig. 8: one query row, one pass over keys)
 //   attention/tiled.hpp      tiled_forward (Br x Bc tiles, Q-outer loop, deferred normalisation)
@@ -21,7 +22,9 @@
 //   * causal masks align bottom-right: query i attends key j iff j <= i + Nk - Nq;
 //   * a fully masked row (causal with Nq > Nk: rows i < Nq - Nk) has O = 0, L = m = -inf, dQ = 0,
 //     contributes nothing to dK, dV, and D = 0;
-//   * masked keys get probability exactly 0.
+//   * masked keys get probability exactly 0;
+//   * GQA / MQA (H_kv < H), d_v != d, sliding windows and per-sequence key lengths: the naive rung (the
+//     oracle) only; every other rung refuses them with an error naming the constraint (check_problem).
 // T = double is the oracle (naive_forward<double>, naive_backward<double>); T = float is the rung at
 // kernel precision. OpenMP parallelises over heads and row blocks (the backward with recomputation over
 // heads, see recompute.hpp); results do not depend on the thread count.
@@ -84,20 +87,28 @@ struct Grads {
   Array<T> dQ, dK, dV, D;
 };
 
-// The Problem that Q [B,H,Nq,d] and K, V [B,H,Nk,d] describe (scale 0 selects 1/sqrt(d)); names the
-// offending array on a mismatch.
+// The Problem that Q [B,H,Nq,d], K [B,H_kv,Nk,d] and V [B,H_kv,Nk,d_v] describe (scale 0 selects
+// 1/sqrt(d)); names the offending array on a mismatch. H_kv < H is GQA / MQA, d_v != d a value dim of its own
+// (problem.hpp); only the naive rung computes those.
 template <class T>
 Problem problem_of(const Array<T>& Q, const Array<T>& K, const Array<T>& V, bool causal, double scale = 0) {
   require(Q.shape.size() == 4, "attention: Q.shape = {} violates rank 4 [B, H, Nq, d]", shape_str(Q.shape));
-  require(K.shape.size() == 4, "attention: K.shape = {} violates rank 4 [B, H, Nk, d]", shape_str(K.shape));
-  const Shape want{Q.shape[0], Q.shape[1], K.shape[2], Q.shape[3]};
-  require(K.shape == want, "attention: K.shape = {} violates K.shape == [B, H, Nk, d] = {} (B, H, d from Q)",
-          shape_str(K.shape), shape_str(want));
-  require(V.shape == K.shape, "attention: V.shape = {} violates V.shape == K.shape = {}", shape_str(V.shape),
-          shape_str(K.shape));
+  require(K.shape.size() == 4, "attention: K.shape = {} violates rank 4 [B, H_kv, Nk, d]", shape_str(K.shape));
+  require(V.shape.size() == 4, "attention: V.shape = {} violates rank 4 [B, H_kv, Nk, d_v]", shape_str(V.shape));
+  require(K.shape[0] == Q.shape[0] && K.shape[3] == Q.shape[3],
+          "attention: K.shape = {} violates K.shape == [B, H_kv, Nk, d] with B = {}, d = {} from Q", shape_str(K.shape),
+          Q.shape[0], Q.shape[3]);
+  require(K.shape[1] >= 1 && Q.shape[1] % K.shape[1] == 0,
+          "attention: K.shape = {} violates H_q % H_kv == 0 (H_q = {} from Q, H_kv = {}: GQA / MQA groups)",
+          shape_str(K.shape), Q.shape[1], K.shape[1]);
+  require(V.shape[0] == K.shape[0] && V.shape[1] == K.shape[1] && V.shape[2] == K.shape[2],
+          "attention: V.shape = {} violates V.shape == [B, H_kv, Nk, d_v] with B, H_kv, Nk = {}, {}, {} from K",
+          shape_str(V.shape), K.shape[0], K.shape[1], K.shape[2]);
   Problem p = Problem::make(Q.shape[0], Q.shape[1], Q.shape[2], K.shape[2], Q.shape[3], causal);
+  p.H_kv = K.shape[1];
+  p.dv = V.shape[3];
   if (scale != 0) p.scale = scale;
-  check_problem(p, "arrays");
+  check_problem(p, "arrays", true);
   return p;
 }
 
@@ -111,9 +122,9 @@ template <class T>
 Forward<T> run_forward(const ForwardFn<T>& f, const Problem& p, const Array<T>& Q, const Array<T>& K,
                        const Array<T>& V) {
   require_shape(Q, {p.B, p.H, p.Nq, p.d}, "Q");
-  require_shape(K, {p.B, p.H, p.Nk, p.d}, "K");
-  require_shape(V, {p.B, p.H, p.Nk, p.d}, "V");
-  Forward<T> r{Array<T>(Q.shape), Array<T>({p.B, p.H, p.Nq}), Array<T>({p.B, p.H, p.Nq})};
+  require_shape(K, {p.B, p.kv_heads(), p.Nk, p.d}, "K");
+  require_shape(V, {p.B, p.kv_heads(), p.Nk, p.dim_v()}, "V");
+  Forward<T> r{Array<T>({p.B, p.H, p.Nq, p.dim_v()}), Array<T>({p.B, p.H, p.Nq}), Array<T>({p.B, p.H, p.Nq})};
   f(p, Q.data.data(), K.data.data(), V.data.data(), r.O.data.data(), r.L.data.data(), r.m.data.data());
   return r;
 }
@@ -122,12 +133,12 @@ template <class T>
 Grads<T> run_backward(const BackwardFn<T>& f, const Problem& p, const Array<T>& Q, const Array<T>& K, const Array<T>& V,
                       const Array<T>& O, const Array<T>& dO, const Array<T>& L) {
   require_shape(Q, {p.B, p.H, p.Nq, p.d}, "Q");
-  require_shape(K, {p.B, p.H, p.Nk, p.d}, "K");
-  require_shape(V, {p.B, p.H, p.Nk, p.d}, "V");
-  require_shape(O, Q.shape, "O");
-  require_shape(dO, Q.shape, "dO");
+  require_shape(K, {p.B, p.kv_heads(), p.Nk, p.d}, "K");
+  require_shape(V, {p.B, p.kv_heads(), p.Nk, p.dim_v()}, "V");
+  require_shape(O, {p.B, p.H, p.Nq, p.dim_v()}, "O");
+  require_shape(dO, O.shape, "dO");
   require_shape(L, {p.B, p.H, p.Nq}, "L");
-  Grads<T> g{Array<T>(Q.shape), Array<T>(K.shape), Array<T>(K.shape), Array<T>({p.B, p.H, p.Nq})};
+  Grads<T> g{Array<T>(Q.shape), Array<T>(K.shape), Array<T>(V.shape), Array<T>({p.B, p.H, p.Nq})};
   f(p, Q.data.data(), K.data.data(), V.data.data(), O.data.data(), dO.data.data(), L.data.data(), g.dQ.data.data(),
     g.dK.data.data(), g.dV.data.data(), g.D.data.data());
   return g;

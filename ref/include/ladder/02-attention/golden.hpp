@@ -5,7 +5,8 @@
 // peaky); the expected outputs are the fp64 oracle (naive_forward<double>, naive_backward<double>) of
 // those float32 values. Small cases are stored whole; the others store every input's sum and the
 // oracle at 16 evenly spaced query rows and 16 key rows (`ladder golden 02-attention --case NAME --out
-// DIR` writes them whole).
+// DIR` writes them whole). Cases of the shapes only the oracle computes (GQA / MQA, d_v != d, sliding
+// windows, per-sequence key lengths, forward-only) list the rungs that apply in case.json "rungs".
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,13 +24,14 @@ struct GoldenCase {
   uint64_t seed = 0;
   bool sampled = false;
   std::string what;
+  bool backward = true;  // false: a forward-only case (no dO; outputs O, L, m)
 };
 
 struct GoldenInputs {
-  Array<float> Q, K, V, dO;
+  Array<float> Q, K, V, dO;  // dO empty in a forward-only case
 };
 
-// The fp64 oracle of a case (forward and backward of naive at T = double).
+// The fp64 oracle of a case (forward and backward of naive at T = double; D, dQ, dK, dV empty if forward-only).
 struct GoldenOracle {
   Array<double> O, L, m, D, dQ, dK, dV;
 };

@@ -88,6 +88,9 @@ struct OutputSpec {
   // library's documented error where it reaches this output more than the k x baseline covers (01's y:
   // CUDA's 2-ulp expf, core/device_math.hpp); 0: none derived.
   double device_rel = 0;
+  // An input this output exists only with (attention's gradients need dO): a case without that input
+  // has no such expected output, and asking for it is an error naming the input.
+  std::string needs_input = {};
 };
 
 struct ParamSpec {
