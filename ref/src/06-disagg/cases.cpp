@@ -148,9 +148,10 @@ nlohmann::json golden_case_setup_json(const std::string& name) {
 }
 
 std::vector<Identity> identities() {
-  // Seeds (the project's source documents): 001 = the Huawei report, 002 = the JAX DeepSeek-R1 README,
-  // 004 = the DeepSeek-V2 MLA notes. DeepSeek's day-6 post is in no seed.
-  const std::string huawei = "seed 001 (Huawei report)", table2 = huawei + " Sec. 7.1.1, Table 2";
+  // Sources by name and section: the Huawei report (華為昇騰服務器DeepSeek V3/R1推理部署最佳實踐), the
+  // README of the JAX DeepSeek-R1 inference code, the DeepSeek-V2 MLA optimisation notes; DeepSeek's
+  // day-6 post is not one of the documents this project implements.
+  const std::string huawei = "Huawei report", table2 = huawei + " Sec. 7.1.1, Table 2";
   std::vector<Identity> v;
   const double accept[3] = {0.7, 0.8, 0.9};
   const double paper_2k[3] = {723, 765, 808}, paper_1k[3] = {784, 830, 876};
@@ -176,14 +177,14 @@ std::vector<Identity> identities() {
   const double kv = mla_kv_bytes_per_token(512, 64, 61, 2);
   v.push_back({"DeepSeek-V3 MLA KV cache per token (61 layers, bf16)", kv, 70272, 0, "B",
                "(512 + 64) x 61 x 2; printed by no source (the compared value is this arithmetic)", "derived",
-               "seed 004 (c_kv 512, k_pe 64); seed 001 Sec. 3.1.1 (KV cache BF16), Sec. 3.2 (61 layers)"});
+               "DeepSeek-V2 MLA notes (c_kv 512, k_pe 64); Huawei report Sec. 3.1.1 (KV cache BF16), Sec. 3.2 (61 layers)"});
   v.push_back({"Huawei A2 KV cache per card, 72 requests x 4096 tokens", kv * 72 * 4096 / 1e9, 20, 1, "GB (1e9 B)",
                "70,272 x 72 x 4096; the report says 'close to 20 GB' (19.3 GiB)", "derived", huawei + " Sec. 3.2.1"});
   v.push_back({"Huawei A2 tokens per expert per step (72 concurrency, MTP, top-8, 32 cards, 256 experts)",
                72.0 * 2 * 8 * 32 / 256, 144, 0, "tokens", "72 x 2 x 8 x 32 / 256: the report prints this formula",
                "restated", huawei + " Sec. 7.1.1 and Sec. 8"});
   const double pre = nodes_needed(608e9, 73.7e3), dec = nodes_needed(168e9, 14.8e3);
-  const std::string day6 = "DeepSeek day-6 'Inference System Overview' (in no seed)";
+  const std::string day6 = "DeepSeek day-6 'Inference System Overview' (not one of the documents implemented)";
   v.push_back({"DeepSeek day-6 prefill H800 nodes (608B input tokens/day at 73.7k tokens/s/node)", pre, 95.5, 0.05,
                "nodes", "608e9 / 86400 / 73.7e3; day 6 prints no per-phase node count (the compared value is this "
                "arithmetic)", "derived", day6});
@@ -200,9 +201,9 @@ std::vector<Identity> identities() {
   for (const auto& r : jax)
     v.push_back({fmt::format("JAX v5e-64 HBM utilisation, batch {:.0f}, context {:.0f}, {} tok/s", r[0], r[1], r[2]),
                  100 * hbm_utilisation(780, r[2], 64, 819), r[3], r[3] >= 100 ? 0.5 : 0.1, "%",
-                 "780 GB x tok/s / (64 x 819 GB/s); 780 GB is FITTED to this utilisation column (no seed states "
+                 "780 GB x tok/s / (64 x 819 GB/s); 780 GB is FITTED to this utilisation column (no source states "
                  "it): one constant for all ten rows shows only that the column is proportional to tok/s",
-                 "consistency", "seed 002 (JAX DeepSeek-R1 README), performance table"});
+                 "consistency", "README of the JAX DeepSeek-R1 inference code, performance table"});
   return v;
 }
 

@@ -98,7 +98,7 @@ std::string plan_tables(const Layout& L) {
 std::string memory_figures_table() {
   const disagg::ModelSpec m = disagg::load_model(disagg06::data_root() / "models" / "deepseek-v3.json");
   const auto paper = paper_figures();
-  std::string md = "The report's memory figures (seed 001, Huawei report Sec. 3.2) beside ours. Label: derived, "
+  std::string md = "The report's memory figures (Huawei report Sec. 3.2) beside ours. Label: derived, "
                    "computed from the model file's dimensions (the report prints only the rounded totals):\n\n"
                    "| figure | ours GB | ours GiB | report (as printed) | fits | assumption |\n|---|---|---|---|---|---|\n";
   for (ReportFigure f : report_memory_figures(m)) {

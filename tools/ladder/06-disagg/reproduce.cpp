@@ -39,8 +39,9 @@ std::string reproduce_06_disagg(const ReproduceContext& ctx) {
   if (ctx.quick) s.workload.requests = 1000, s.search.precision = 0.05;
   o.line(fmt::format("DistServe Fig. 1 (OPT-13B, A100, in 512 / out 64, TTFT 0.4 s, TPOT 0.04 s, 90%; {} requests, "
                      "seed {}, free KV migration). Label: derived (simulated); the step times are FITTED constants, "
-                     "DistServe's own coefficients fitted to their OPT-13B / A100 profiling (in no seed; seed 000 "
-                     "Sec. 1 states only '2x more goodput on each GPU'). The paper column is read off the figure:",
+                     "DistServe's own coefficients fitted to their OPT-13B / A100 profiling (in none of the "
+                     "documents implemented; the CSE 234 lecture notes, Sec. 1, state only '2x more goodput on each "
+                     "GPU'). The paper column is read off the figure:",
                      s.workload.requests, s.workload.seed));
   o.line("");
   o.line("| placement | goodput (req/s) | per GPU (req/s/GPU) | paper (req/s/GPU) |");

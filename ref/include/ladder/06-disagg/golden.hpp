@@ -49,7 +49,7 @@ struct Identity {
   double paper_ulp = 0;  // allowed |ours - paper|: the printed rounding (the Huawei report truncates: 765.5 -> 765)
   std::string unit, how;
   std::string label;   // derived | consistency | restated
-  std::string source;  // the seed file and section the printed value (and the inputs) come from
+  std::string source;  // the document and section the printed value (and the inputs) come from
 };
 inline const char* const kFigureLabels[] = {"derived", "consistency", "restated"};
 std::vector<Identity> identities();
