@@ -63,8 +63,12 @@ bench: configure
 	@cmake --build build -j $(JOBS) --target $(patsubst bench/%.cpp,bench_%,$(wildcard bench/*.cpp))
 	@/usr/bin/python3 scripts/bench-report --build build --out $(BENCH_OUT) --runs $(BENCH_RUNS)
 
+# The tables go to reproduce/REPORT.md (and, as printed, reproduce/stdout.txt); the terminal gets one line
+# per stage: its time and the peak memory so far (the whole run stays under 1 GB).
 reproduce: build
-	@$(LADDER) reproduce --out reproduce
+	@mkdir -p reproduce
+	@$(LADDER) reproduce --out reproduce > reproduce/stdout.txt
+	@echo "report: reproduce/REPORT.md (the printed tables: reproduce/stdout.txt)"
 
 golden: build
 	@$(LADDER) golden --regenerate

@@ -26,10 +26,10 @@ if(TARGET ladder-kv-migrate)
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "no block [0-9]+ of [0-9]+ of prompt [0-9]+ \\([0-9]+ received\\) from rank 0")
   add_test(NAME mpi.kv_migrate.skewed_config COMMAND ${run} -np 3 ${exe} --test-skew-rank 1)
   set_tests_properties(mpi.kv_migrate.skewed_config PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
-                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*different configurations")
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "ladder-kv-migrate: error: the ranks were given different configurations: rank\\(s\\) 1 differ from rank 0")
   add_test(NAME mpi.kv_migrate.too_little_capacity COMMAND ${run} -np 2 ${exe} --decode-blocks 20)
   set_tests_properties(mpi.kv_migrate.too_little_capacity PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
-                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 0: error: .*--decode-blocks = 20 violates")
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "error: .*--decode-blocks = 20 violates")
   # Resharding (DistServe's case of prefill and decode partitioned differently): two layers split over two
   # prefill ranks (pipeline stages), the decode rank holding both pulls each layer's blocks from its owner;
   # on -np 5 two groups of two stages of two layers each. A planted bug files each layer's blocks one layer
@@ -65,11 +65,11 @@ if(TARGET ladder-kv-migrate)
   add_test(NAME mpi.kv_migrate.reshard.no_prefill_rank COMMAND ${run} -np 2 ${exe} --layers 2 --decode-shards 2)
   set_tests_properties(mpi.kv_migrate.reshard.no_prefill_rank PROPERTIES LABELS mpi ENVIRONMENT "${env}"
                        PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION
-                       "rank 1: error: .*2 ranks violates > --decode-shards = 2")
+                       "error: .*2 ranks violates > --decode-shards = 2")
   add_test(NAME mpi.kv_migrate.reshard.shards_not_divisor COMMAND ${run} -np 4 ${exe} --layers 2 --layer-shards 2)
   set_tests_properties(mpi.kv_migrate.reshard.shards_not_divisor PROPERTIES LABELS mpi ENVIRONMENT "${env}"
                        PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION
-                       "rank 3: error: .*--layer-shards = 2 violates a divisor of the prefill rank count 3")
+                       "error: .*--layer-shards = 2 violates a divisor of the prefill rank count 3")
   # TP inside the decode instance (--decode-tp, the same code as the serve demo's): 2 TP ranks behind one
   # prefill rank, and 2 x 2 behind 2 prefill stages (4 layers), bit-identical to one process summing the
   # same head shards and agreed by the last stage's vote; TP rank 0 summing in reverse on 4 ranks fails both
@@ -146,9 +146,9 @@ if(TARGET ladder-ep-moe)
   add_test(NAME mpi.ep_moe.absent_rank COMMAND ${run} -np 2 ${exe} --timeout 2 --test-absent-rank 1)
   set_tests_properties(mpi.ep_moe.absent_rank PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2 TIMEOUT 60
                        PASS_REGULAR_EXPRESSION "rank 0: error: comm: the dispatch counts' all-to-all did not complete within 2 s")
-  add_test(NAME mpi.ep_moe.experts_not_divisible COMMAND ${run} -np 3 ${exe})
+  add_test(NAME mpi.ep_moe.experts_not_divisible COMMAND ${run} -np 3 ${exe} --experts 8)
   set_tests_properties(mpi.ep_moe.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
-                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "error: .*--experts = 8 violates a multiple")
 endif()
 # The serve demo (ladder-serve-demo): prefill ranks, KV migration, decode steps whose MoE layer runs
 # expert-parallel on every rank (all-to-all); the MLA and MoE outputs of every step bit-identical to one
@@ -180,10 +180,10 @@ if(TARGET ladder-serve-demo)
                        PASS_REGULAR_EXPRESSION "EPLB with 4 redundant slots [0-9.]+ \\(from step 2 on: 1\\.[0-4][0-9] vs 2\\.[0-9]+\\)[^\n]*\n[^\n]*every step\\): BIT-IDENTICAL")
   add_test(NAME mpi.serve_demo.redundant_not_divisible COMMAND ${run} -np 4 ${exe} --eplb-redundant 3)
   set_tests_properties(mpi.serve_demo.redundant_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
-                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank [0-9]: error: .*--eplb-redundant = 11 violates a multiple")
-  add_test(NAME mpi.serve_demo.experts_not_divisible COMMAND ${run} -np 3 ${exe})
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "error: .*--eplb-redundant = 11 violates a multiple")
+  add_test(NAME mpi.serve_demo.experts_not_divisible COMMAND ${run} -np 3 ${exe} --experts 8)
   set_tests_properties(mpi.serve_demo.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
-                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank 2: error: .*--experts = 8 violates a multiple")
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "error: .*--experts = 8 violates a multiple")
   # TP inside the decode instance (--decode-tp): the heads of every MLA layer split over 2 ranks, over 2 ranks
   # in each of 2 pipeline stages (3 prefill stages feeding them), and over 8 (one head each); u and y of every
   # step bit-identical to one process summing the same shards in rank order, and the last stage's TP ranks
@@ -208,7 +208,7 @@ if(TARGET ladder-serve-demo)
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "same u[^\n]*: DIFFERENT \\(FAIL\\)\n[^\n]*every step\\): BIT-IDENTICAL")
   add_test(NAME mpi.serve_demo.tp_not_divisor COMMAND ${run} -np 4 ${exe} --decode-tp 3)
   set_tests_properties(mpi.serve_demo.tp_not_divisor PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
-                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank [0-9]: error: serve-demo: --decode-tp = 3 violates a divisor of the model's 8 heads")
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "error: serve-demo: --decode-tp = 3 violates a divisor of the model's 8 heads")
 endif()
 # Tensor parallelism (ladder-tp-mla): one MLA decode step with the heads split over 2, 4 and 8 ranks
 # (A_CC_ME; flash_mla with 16 heads on 4), u bit-identical on every rank to the shards decoded and summed in
@@ -232,7 +232,59 @@ if(TARGET ladder-tp-mla)
   add_test(NAME mpi.tp_mla.planted_reverse_sum COMMAND ${run} -np 4 ${exe} --test-plant-reverse-sum)
   set_tests_properties(mpi.tp_mla.planted_reverse_sum PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION ": PASS\n[^\n]*one process: DIFFERENT \\(FAIL\\)")
-  add_test(NAME mpi.tp_mla.heads_not_divisible COMMAND ${run} -np 3 ${exe})
+  add_test(NAME mpi.tp_mla.heads_not_divisible COMMAND ${run} -np 3 ${exe} --heads 8)
   set_tests_properties(mpi.tp_mla.heads_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
-                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "rank [0-9]: error: .*--heads = 8 violates a multiple")
+                       TIMEOUT 600 PASS_REGULAR_EXPRESSION "error: .*--heads = 8 violates a multiple")
+endif()
+# The programs as a user meets them, through scripts/mpirun (root allowed, --oversubscribe, -q): --help on each
+# (alone and under mpirun: the usage once, exit 0); the defaults at rank counts that do not divide them (3, 5:
+# experts, heads and tokens default to multiples of the rank count); a bad launch is ONE line on the whole
+# job's output (the regex spans it all: ^...$), whichever rank count: zero counts, a bad config, an unknown
+# option, too few ranks, ranks given different arguments.
+if(TARGET ladder-kv-migrate AND TARGET ladder-ep-moe AND TARGET ladder-serve-demo AND TARGET ladder-tp-mla)
+  set(mpirun_sh ${LADDER_ROOT}/scripts/mpirun)
+  foreach(p kv-migrate ep-moe serve-demo tp-mla)
+    set(exe $<TARGET_FILE:ladder-${p}>)
+    add_test(NAME mpi.user.${p}.help COMMAND ${exe} --help)
+    add_test(NAME mpi.user.${p}.help_np3 COMMAND ${mpirun_sh} -np 3 ${exe} -h)
+    set_tests_properties(mpi.user.${p}.help mpi.user.${p}.help_np3 PROPERTIES LABELS mpi TIMEOUT 120
+                         PASS_REGULAR_EXPRESSION "^ladder-${p}: [^\n]*\n[^\n]*\n\nusage: scripts/mpirun -np [NP] [^\n]*\n(  -[^\n]*\n)+Chapter [^\n]*\n$")
+    add_test(NAME mpi.user.${p}.unknown_option COMMAND ${mpirun_sh} -np 3 ${exe} --frobnicate)
+    set_tests_properties(mpi.user.${p}.unknown_option PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
+                         PASS_REGULAR_EXPRESSION "^ladder-${p}: error: [a-z-]+: unknown argument '--frobnicate' \\(--help lists the options\\)\n$")
+  endforeach()
+  function(ladder_mpi_refusal name np exe regex)
+    add_test(NAME mpi.user.${name} COMMAND ${mpirun_sh} -np ${np} $<TARGET_FILE:${exe}> ${ARGN})
+    set_tests_properties(mpi.user.${name} PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
+                         PASS_REGULAR_EXPRESSION "^${exe}: error: ${regex}[^\n]*\n$")
+  endfunction()
+  ladder_mpi_refusal(kv_migrate.steps_0 3 ladder-kv-migrate "kv-migrate: --steps = 0 violates 1 <= steps" --steps 0)
+  ladder_mpi_refusal(kv_migrate.prompts_0 4 ladder-kv-migrate "kv-migrate: --prompts\\[1\\] = 0 violates 1 <= length"
+                     --prompts 5,0)
+  ladder_mpi_refusal(kv_migrate.one_rank 1 ladder-kv-migrate "kv-migrate: 1 rank\\(s\\) violates >= 2" )
+  ladder_mpi_refusal(kv_migrate.decode_blocks 5 ladder-kv-migrate "kv-migrate: --decode-blocks = 20 violates >= "
+                     --decode-blocks 20)
+  ladder_mpi_refusal(ep_moe.tokens_0 3 ladder-ep-moe "ep-moe: --tokens = 0 violates >= 1" --tokens 0)
+  ladder_mpi_refusal(ep_moe.experts_0 4 ladder-ep-moe "ep-moe: --experts = 0 violates >= 1" --experts 0)
+  ladder_mpi_refusal(ep_moe.timeout_0 2 ladder-ep-moe "ep-moe: --timeout = 0 violates >= 1 second" --timeout 0)
+  ladder_mpi_refusal(serve_demo.steps_0 3 ladder-serve-demo "serve-demo: --steps = 0 violates 1 <= steps" --steps 0)
+  ladder_mpi_refusal(serve_demo.experts_0 4 ladder-serve-demo "serve-demo: --experts = 0 violates >= 1" --experts 0)
+  ladder_mpi_refusal(serve_demo.negative 4 ladder-serve-demo "serve-demo: --steps = '-1' violates a non-negative" --steps -1)
+  ladder_mpi_refusal(tp_mla.heads_0 2 ladder-tp-mla "tp-mla: --heads = 0 violates >= 1" --heads 0)
+  ladder_mpi_refusal(tp_mla.prompts_0 3 ladder-tp-mla "tp-mla: --prompts has a length 0, violates >= 1" --prompts 0)
+  ladder_mpi_refusal(tp_mla.heads_np5 5 ladder-tp-mla "tp-mla: --heads = 8 violates a multiple of the rank count 5"
+                     --heads 8)
+  ladder_mpi_refusal(kv_migrate.skewed 4 ladder-kv-migrate "the ranks were given different configurations: rank\\(s\\) 2 differ"
+                     --test-skew-rank 2)
+  # The defaults run at rank counts that divide none of them.
+  add_test(NAME mpi.user.ep_moe.np3_defaults COMMAND ${mpirun_sh} -np 3 $<TARGET_FILE:ladder-ep-moe>)
+  add_test(NAME mpi.user.ep_moe.np5_defaults COMMAND ${mpirun_sh} -np 5 $<TARGET_FILE:ladder-ep-moe> --variant ag-rs)
+  set_tests_properties(mpi.user.ep_moe.np3_defaults mpi.user.ep_moe.np5_defaults PROPERTIES LABELS mpi TIMEOUT 600
+                       PROCESSORS 2 PASS_REGULAR_EXPRESSION "on [35] ranks, T = (66|65), E = (12|20), k = 2, D = 97: PASS")
+  add_test(NAME mpi.user.tp_mla.np3_defaults COMMAND ${mpirun_sh} -np 3 $<TARGET_FILE:ladder-tp-mla>)
+  set_tests_properties(mpi.user.tp_mla.np3_defaults PROPERTIES LABELS mpi TIMEOUT 600 PROCESSORS 2
+                       PASS_REGULAR_EXPRESSION "3 ranks, 9 heads.*: PASS\n[^\n]*one process: BIT-IDENTICAL")
+  add_test(NAME mpi.user.serve_demo.np3_defaults COMMAND ${mpirun_sh} -np 3 $<TARGET_FILE:ladder-serve-demo>)
+  set_tests_properties(mpi.user.serve_demo.np3_defaults PROPERTIES LABELS mpi TIMEOUT 600 PROCESSORS 2
+                       PASS_REGULAR_EXPRESSION "9 experts over all 3 ranks.*every step\\): BIT-IDENTICAL")
 endif()

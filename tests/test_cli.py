@@ -6,6 +6,7 @@ Uses numpy (Debian python3-numpy) to make candidates, as another project using l
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -382,6 +383,11 @@ with tempfile.TemporaryDirectory() as tmp:
     attention_shape_cases(tmp)
     expect("reproduce 01-softmax --quick writes the table", ["reproduce", "01-softmax", "--quick", "--out",
            os.path.join(tmp, "r")], 0, "paper")
+    # One progress line per stage on stderr (`make reproduce` sends the tables to a file): time and peak memory.
+    got_rc, out, err = run("reproduce", "05-eplb", "--quick", "--out", os.path.join(tmp, "r5"))
+    lines = [line for line in err.splitlines() if line.startswith("reproduce [")]
+    verdict("reproduce prints one progress line per stage on stderr", got_rc == 0 and len(lines) == 1 and
+            re.match(r"reproduce \[1/1\] 05-eplb: [0-9.]+ s, peak memory so far [0-9]+ MB$", lines[0]) is not None)
     plan_cases(tmp)
 
 sys.exit(1 if failures else 0)

@@ -1,8 +1,10 @@
 // mpi/src/ep_moe.cpp -- ladder-ep-moe: one MoE layer (stage 04) with expert parallelism across MPI ranks
 // (the second MPI program beside ladder-kv-migrate), checked against the same layer in one process.
 //
-//   mpirun -np P ladder-ep-moe [--variant a2a|ag-rs] [--tokens 64] [--experts 8] [--topk 2] [--zipf] [--nodes N]
-//                              [--eplb-redundant R] [--timeout S]
+//   scripts/mpirun -np P ladder-ep-moe [--variant a2a|ag-rs] [--tokens T] [--experts E] [--topk 2] [--zipf]
+//                                      [--nodes N] [--eplb-redundant R] [--timeout S]
+//   (by default T is the smallest multiple of P >= 64 and E the smallest multiple of P and of the 4 expert
+//   groups >= 8, so every P runs; --help prints the usage)
 //
 // Rank r holds experts [r E/P, (r+1) E/P) and is the home of tokens [r T/P, (r+1) T/P). Every rank runs
 // the gate on its own tokens (stage 04's V3 gate), then:
@@ -64,7 +66,7 @@ using namespace ladder::moe;
 
 struct Options {
   std::string variant = "a2a";
-  Index tokens = 64;
+  Index tokens = 0;  // 0 here and in cfg.n_experts: the defaults, resolved against the rank count (setup)
   Config cfg;
   bool zipf = false;
   bool plant_swap_weights = false;
@@ -80,7 +82,7 @@ Index parse_int(const std::string& s, const char* what) { return ladder::mpi::pa
 
 Options parse(int argc, char** argv) {
   Options o;
-  o.cfg.hidden = 97, o.cfg.inter = 61, o.cfg.n_experts = 8, o.cfg.top_k = 2, o.cfg.n_group = 4, o.cfg.topk_group = 2;
+  o.cfg.hidden = 97, o.cfg.inter = 61, o.cfg.n_experts = 0, o.cfg.top_k = 2, o.cfg.n_group = 4, o.cfg.topk_group = 2;
   o.cfg.route_scale = 2.5, o.cfg.shared_inter = 32;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -89,8 +91,8 @@ Options parse(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--variant") o.variant = value();
-    else if (a == "--tokens") o.tokens = parse_int(value(), "--tokens");
-    else if (a == "--experts") o.cfg.n_experts = parse_int(value(), "--experts");
+    else if (a == "--tokens") o.tokens = ladder::mpi::parse_positive(value(), "ep-moe", "--tokens");
+    else if (a == "--experts") o.cfg.n_experts = ladder::mpi::parse_positive(value(), "ep-moe", "--experts");
     else if (a == "--groups") o.cfg.n_group = parse_int(value(), "--groups");
     else if (a == "--topk") o.cfg.top_k = parse_int(value(), "--topk");
     else if (a == "--hidden") o.cfg.hidden = parse_int(value(), "--hidden");
@@ -101,12 +103,61 @@ Options parse(int argc, char** argv) {
     else if (a == "--test-plant-node-order") o.plant_node_order = true;
     else if (a == "--timeout") o.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
     else if (a == "--test-absent-rank") o.absent_rank = static_cast<int>(parse_int(value(), "--test-absent-rank"));
-    else throw Error(fmt::format("ep-moe: unknown argument '{}' (see the header of mpi/src/ep_moe.cpp)", a));
+    else throw Error(fmt::format("ep-moe: unknown argument '{}' (--help lists the options)", a));
   }
   require(o.variant == "a2a" || o.variant == "ag-rs", "ep-moe: --variant '{}' violates a2a or ag-rs", o.variant);
   require(o.timeout_s >= 1, "ep-moe: --timeout = {} violates >= 1 second", o.timeout_s);
-  check_config(o.cfg);
   return o;
+}
+
+const char* const kUsage =
+    "ladder-ep-moe: one MoE layer (stage 04) expert-parallel over the ranks, checked against the same layer in\n"
+    "one process (routing and group sizes exact, output within the tolerance rule, bytes equal to the routing's).\n"
+    "\n"
+    "usage: scripts/mpirun -np P build/bin/ladder-ep-moe [options]     (any P >= 1)\n"
+    "  --variant a2a|ag-rs  all-to-all dispatch / combine, or AllGather + ReduceScatter (default a2a)\n"
+    "  --tokens T           tokens, a multiple of P (default: the smallest multiple of P >= 64)\n"
+    "  --experts E          routed experts, a multiple of P and of --groups (default: the smallest such E >= 8)\n"
+    "  --groups G, --topk K expert groups (default 4) and experts per token (default 2)\n"
+    "  --hidden D           hidden size (default 97)\n"
+    "  --zipf               Zipf-like expert popularity (the gate's selection bias)\n"
+    "  --nodes N            the ranks as N nodes of P / N cards, N a divisor of P (default 1)\n"
+    "  --eplb-redundant R   R redundant expert slots placed by stage 05's balancer; E + R a multiple of P\n"
+    "  --timeout S          every collective's deadline in seconds, >= 1 (default 60)\n"
+    "  --test-*             planted bugs and failures the checks must catch (tests/mpi.cmake)\n"
+    "  -h, --help           this text\n"
+    "Chapter 04 section 6; the header of mpi/src/ep_moe.cpp.\n";
+
+// Every check of the arguments against the rank count P, local to the rank (run_ranks shares the verdict).
+Options setup(int argc, char** argv, int P) {
+  Options o = parse(argc, argv);
+  if (o.tokens == 0) o.tokens = ladder::mpi::round_up_multiple(64, P);
+  if (o.cfg.n_experts == 0) {
+    Index m = P;  // lcm(P, groups)
+    while (o.cfg.n_group >= 1 && m % o.cfg.n_group != 0) m += P;
+    o.cfg.n_experts = ladder::mpi::round_up_multiple(8, m);
+  }
+  check_config(o.cfg);
+  const Index E = o.cfg.n_experts, T = o.tokens;
+  require(E % P == 0, "ep-moe: --experts = {} violates a multiple of the rank count {} (experts are sharded E/P per "
+          "rank, and the plain sharding is the comparison point)", E, P);
+  require(T % P == 0 && T >= P, "ep-moe: --tokens = {} violates a positive multiple of the rank count {}", T, P);
+  require((E + o.redundant) % P == 0, "ep-moe: --experts + --eplb-redundant = {} violates a multiple of the rank "
+          "count {} (every rank holds the same number of slots)", E + o.redundant, P);
+  require(o.nodes >= 1 && P % o.nodes == 0, "ep-moe: --nodes = {} violates a divisor of the rank count {} (every node "
+          "holds the same number of cards)", o.nodes, P);
+  return o;
+}
+
+uint64_t digest(const Options& o) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (char ch : o.variant) mix(static_cast<uint64_t>(ch));
+  for (Index v : {o.tokens, o.cfg.n_experts, o.cfg.n_group, o.cfg.top_k, o.cfg.hidden, o.nodes, o.redundant})
+    mix(static_cast<uint64_t>(v));
+  mix((o.zipf ? 1u : 0u) | (o.plant_swap_weights ? 2u : 0u) | (o.plant_node_order ? 4u : 0u));
+  mix(static_cast<uint64_t>(o.timeout_s)), mix(static_cast<uint64_t>(o.absent_rank + 1)), mix(o.seed);
+  return h;
 }
 
 struct Layer {
@@ -120,20 +171,11 @@ Layer make_layer(const Options& o) {
   return l;
 }
 
-// checked: set once every rank has made the same checks (before the first collective); an error after it
-// aborts the job (run_ranks).
-int run(const Options& o, int rank, int P, bool& checked) {
+// Runs after setup's checks passed on every rank (run_ranks); an error here aborts the job.
+int run(const Options& o, int rank, int P) {
   const Index E = o.cfg.n_experts, T = o.tokens, D = o.cfg.hidden, k = o.cfg.top_k;
-  require(E % P == 0, "ep-moe: --experts = {} violates a multiple of the rank count {} (experts are sharded E/P per "
-          "rank, and the plain sharding is the comparison point)", E, P);
-  require(T % P == 0 && T >= P, "ep-moe: --tokens = {} violates a positive multiple of the rank count {}", T, P);
-  require((E + o.redundant) % P == 0, "ep-moe: --experts + --eplb-redundant = {} violates a multiple of the rank "
-          "count {} (every rank holds the same number of slots)", E + o.redundant, P);
-  require(o.nodes >= 1 && P % o.nodes == 0, "ep-moe: --nodes = {} violates a divisor of the rank count {} (every node "
-          "holds the same number of cards)", o.nodes, P);
   const Index S = (E + o.redundant) / P, Tp = T / P, t0 = rank * Tp;
   const comm::Group world = comm::Group::world(o.timeout_s);  // every collective's deadline (comm.hpp)
-  checked = true;
   if (rank == o.absent_rank) {  // test: this rank never joins; the others' first collective must time out
     std::this_thread::sleep_for(std::chrono::duration<double>(10 * o.timeout_s));  // ended by their abort
     return 3;
@@ -315,9 +357,12 @@ int run(const Options& o, int rank, int P, bool& checked) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Every check before the first message is made alike on all ranks (an error there: one line per rank,
-  // exit 2); a collective that misses its deadline after that aborts the job.
-  return ladder::mpi::run_ranks(argc, argv, "ladder-ep-moe", [&](int rank, int size, bool& checked) {
-    return run(parse(argc, argv), rank, size, checked);
-  });
+  return ladder::mpi::run_ranks(
+      argc, argv, "ladder-ep-moe", kUsage,
+      [&](int, int size, uint64_t& h) {
+        Options o = setup(argc, argv, size);
+        h = digest(o);
+        return o;
+      },
+      [&](const Options& o, int rank, int size) { return run(o, rank, size); });
 }

@@ -2,7 +2,7 @@
 // over MPI, then N decode steps with flash_mla, checked bit for bit against the
 // same pipeline in one process (ladder/mpi/kv_pipeline.hpp).
 //
-//   mpirun -np 3 ladder-kv-migrate [--prompts 1,63,64,65,1000] [--steps 4] [--decode-blocks 64] [--write-link F]
+//   scripts/mpirun -np 3 ladder-kv-migrate [--prompts 1,63,64,65,1000] [--steps 4] [--decode-blocks 64] [--write-link F]
 //                                  [--layers 1] [--layer-shards 1] [--decode-shards 1] [--decode-tp 1]
 //
 // --write-link FILE: the decode rank fits time = latency + bytes / rate over the prompts' migrations
@@ -95,11 +95,30 @@ Options parse(int argc, char** argv) {
     else if (a == "--decode-tp") o.cfg.decode_tp = parse_int(value(), "--decode-tp");
     else if (a == "--test-plant-tp-reverse-sum") o.plant_tp_reverse_sum = true;
     else if (a == "--write-link") o.write_link = value();
-    else throw Error(fmt::format("kv-migrate: unknown argument '{}' (see the header of mpi/src/kv_migrate.cpp)", a));
+    else throw Error(fmt::format("kv-migrate: unknown argument '{}' (--help lists the options)", a));
   }
   require(o.t.timeout_s >= 1, "kv-migrate: --timeout = {} violates >= 1 second", o.t.timeout_s);
   return o;
 }
+
+const char* const kUsage =
+    "ladder-kv-migrate: KV-cache migration from prefill ranks to the decode instance over MPI, then decode steps\n"
+    "with flash_mla, checked bit for bit against the same pipeline in one process.\n"
+    "\n"
+    "usage: scripts/mpirun -np N build/bin/ladder-kv-migrate [options]     (any N >= 2: N - 1 prefill ranks, 1 decode)\n"
+    "  --prompts L1,L2,...  prompt lengths, each 1..1048576 (default 1,63,64,65,1000)\n"
+    "  --steps S            decode steps, 1..1024 (default 4)\n"
+    "  --block-size B       tokens per KV block, 1..4096 (default 64)\n"
+    "  --decode-blocks K    the decode instance's pool in blocks, >= what the prompts need (default 64)\n"
+    "  --layers L           MLA layers in the stack, 1..64 (default 1)\n"
+    "  --layer-shards S     prefill pipeline stages, a divisor of the prefill ranks, <= L (default 1)\n"
+    "  --decode-shards D    decode pipeline stages, <= L; the last D x T ranks decode (default 1)\n"
+    "  --decode-tp T        tensor-parallel ranks per decode stage, a divisor of the model's 8 heads (default 1)\n"
+    "  --write-link FILE    write the fitted link model (JSON) for the simulator's \"kv_transfer\": {\"measured\"}\n"
+    "  --seed X, --timeout S (every wait's deadline in seconds, >= 1; default 20)\n"
+    "  --test-*             planted bugs and failures the checks must catch (tests/mpi.cmake)\n"
+    "  -h, --help           this text\n"
+    "Chapter 06 section 15; the header of mpi/src/kv_migrate.cpp.\n";
 
 // Decode stage k of D, TP rank t of T (rank prefill_ranks + k T + t): the stage's leader (t = 0) pulls its
 // layers and broadcasts them to the stage's other TP ranks; every rank decodes them (its heads of each
@@ -216,19 +235,25 @@ int decode_rank(const Options& o, const Layout& lay, DecodeTp& dtp) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return ladder::mpi::run_ranks(argc, argv, "ladder-kv-migrate", [&](int rank, int size, bool& checked) {
-    Options o = parse(argc, argv);
-    require(size >= 2, "kv-migrate: {} rank(s) violates >= 2 (prefill ranks + one decode rank; mpirun -np N)", size);
-    if (rank == o.skew_rank) o.cfg.seed += 1;
-    ladder::mpi::require_same_config(o.cfg.digest(), rank, "kv-migrate");
-    validate(o.cfg);
-    const Layout lay = make_layout(o.cfg, size);
-    checked = true;
-    const comm::Group world = comm::Group::world(10 * o.t.timeout_s);
-    DecodeTp dtp(lay, rank, world);  // every rank: the TP groups' split is collective
-    int rc = 0;
-    if (dtp.decoding()) rc = decode_rank(o, lay, dtp);
-    else prefill_serve(o.cfg, o.t, rank, lay);
-    return rc;
-  });
+  return ladder::mpi::run_ranks(
+      argc, argv, "ladder-kv-migrate", kUsage,
+      [&](int rank, int size, uint64_t& digest) {
+        Options o = parse(argc, argv);
+        require(size >= 2, "kv-migrate: {} rank(s) violates >= 2 (prefill ranks + one decode rank; mpirun -np N)",
+                size);
+        if (rank == o.skew_rank) o.cfg.seed += 1;
+        digest = o.cfg.digest();
+        validate(o.cfg);
+        make_layout(o.cfg, size);
+        return o;
+      },
+      [&](const Options& o, int rank, int size) {
+        const Layout lay = make_layout(o.cfg, size);
+        const comm::Group world = comm::Group::world(10 * o.t.timeout_s);
+        DecodeTp dtp(lay, rank, world);  // every rank: the TP groups' split is collective
+        int rc = 0;
+        if (dtp.decoding()) rc = decode_rank(o, lay, dtp);
+        else prefill_serve(o.cfg, o.t, rank, lay);
+        return rc;
+      });
 }

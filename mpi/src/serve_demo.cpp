@@ -1,9 +1,10 @@
 // mpi/src/serve_demo.cpp -- ladder-serve-demo: a small prefill/decode-disaggregated, expert-parallel serving
 // pipeline end to end on N local ranks, timed per stage and checked bit for bit against one process.
 //
-//   mpirun -np 4 --oversubscribe ladder-serve-demo [--prompts 1,63,64,65,300] [--steps 4] [--layers 2]
-//                                                  [--layer-shards 1] [--decode-shards 1] [--decode-tp 1]
-//                                                  [--experts 8] [--zipf] [--eplb-redundant R]
+//   scripts/mpirun -np 4 ladder-serve-demo [--prompts 1,63,64,65,300] [--steps 4] [--layers 2]
+//                                          [--layer-shards 1] [--decode-shards 1] [--decode-tp 1]
+//                                          [--experts E] [--zipf] [--eplb-redundant R]
+//   (--experts: by default the smallest multiple of N that is >= 8; --help prints the usage)
 //
 // Ranks 0 .. N-2 are prefill instances, rank N-1 the decode instance (DistServe OSDI'24: the phases on
 // separate instances; with --decode-shards D the decode instance is the last D ranks, its layers split
@@ -66,7 +67,7 @@ using namespace ladder::kvmig;
 struct Options {
   PipelineConfig cfg;
   TransportOptions t;
-  moe::Index experts = 8;
+  moe::Index experts = 0;     // 0: the default, the smallest multiple of the rank count >= 8
   moe::Index redundant = 0;  // --eplb-redundant: extra expert slots placed by stage 05's balancer
   bool zipf = false;         // --zipf: Zipf-like expert popularity through the gate's selection bias
   bool plant_swap_weights = false;  // test: the MoE combine weights each output by the next top-k weight
@@ -99,17 +100,37 @@ Options parse(int argc, char** argv) {
     else if (a == "--decode-shards") o.cfg.decode_shards = parse_int(value(), "--decode-shards");
     else if (a == "--decode-tp") o.cfg.decode_tp = parse_int(value(), "--decode-tp");
     else if (a == "--decode-blocks") o.cfg.decode_blocks = parse_int(value(), "--decode-blocks");
-    else if (a == "--experts") o.experts = parse_int(value(), "--experts");
+    else if (a == "--experts") o.experts = ladder::mpi::parse_positive(value(), "serve-demo", "--experts");
     else if (a == "--eplb-redundant") o.redundant = parse_int(value(), "--eplb-redundant");
     else if (a == "--zipf") o.zipf = true;
     else if (a == "--timeout") o.t.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
     else if (a == "--test-plant-swap-weights") o.plant_swap_weights = true;
     else if (a == "--test-plant-tp-reverse-sum") o.plant_tp_reverse_sum = true;
-    else throw Error(fmt::format("serve-demo: unknown argument '{}' (see the header of mpi/src/serve_demo.cpp)", a));
+    else throw Error(fmt::format("serve-demo: unknown argument '{}' (--help lists the options)", a));
   }
   require(o.t.timeout_s >= 1, "serve-demo: --timeout = {} violates >= 1 second", o.t.timeout_s);
   return o;
 }
+
+const char* const kUsage =
+    "ladder-serve-demo: prefill ranks, KV-cache migration, decode steps whose MoE layer runs expert-parallel on\n"
+    "every rank; u and y of every step checked bit for bit against one process.\n"
+    "\n"
+    "usage: scripts/mpirun -np N build/bin/ladder-serve-demo [options]     (any N >= 2: N - 1 prefill ranks, 1 decode)\n"
+    "  --prompts L1,L2,...  prompt lengths, each 1..1048576 (default 1,63,64,65,300)\n"
+    "  --steps S            decode steps, 1..1024 (default 4)\n"
+    "  --layers L           MLA layers, 1..64 (default 2)\n"
+    "  --layer-shards S     prefill pipeline stages, a divisor of the prefill ranks, <= L (default 1)\n"
+    "  --decode-shards D    decode pipeline stages, <= L; the last D x T ranks decode (default 1)\n"
+    "  --decode-tp T        tensor-parallel ranks per decode stage, a divisor of the model's 8 heads (default 1)\n"
+    "  --decode-blocks K    the decode instance's pool in blocks (default 64)\n"
+    "  --experts E          routed experts, a multiple of N, >= 2 (default: the smallest multiple of N >= 8)\n"
+    "  --zipf               Zipf-like expert popularity (the gate's selection bias)\n"
+    "  --eplb-redundant R   R redundant expert slots placed by stage 05's balancer; E + R a multiple of N\n"
+    "  --timeout S          every wait's deadline in seconds, >= 1 (default 20)\n"
+    "  --test-*             planted bugs the checks must catch (tests/mpi.cmake)\n"
+    "  -h, --help           this text\n"
+    "Chapter 06 section 15; the header of mpi/src/serve_demo.cpp.\n";
 
 // The MoE layer after the MLA stack: hidden = the MLA model's, 61 inner, top-2 of E, a shared expert.
 moe::Weights<double> moe_layer(const Options& o) {
@@ -309,22 +330,24 @@ int run(const Options& o, int rank, int N, const Layout& lay) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return ladder::mpi::run_ranks(argc, argv, "ladder-serve-demo", [&](int rank, int size, bool& checked) {
-    const Options o = parse(argc, argv);
-    require(size >= 2, "serve-demo: {} rank(s) violates >= 2 (prefill ranks + one decode rank; mpirun -np N)", size);
-    const uint64_t moe_digest = (static_cast<uint64_t>(o.experts) * 0x9e3779b97f4a7c15ull) ^
-                                (static_cast<uint64_t>(o.redundant) * 0xbf58476d1ce4e5b9ull) ^
-                                (o.zipf ? 0x94d049bb133111ebull : 0);
-    ladder::mpi::require_same_config(o.cfg.digest() ^ moe_digest, rank, "serve-demo");
-    validate(o.cfg, "serve-demo");
-    const Layout lay = make_layout(o.cfg, size, "serve-demo");
-    require(o.experts >= 2 && o.experts % size == 0, "serve-demo: --experts = {} violates a multiple (>= 2) of the "
-            "rank count {} (every rank holds E/N experts)", o.experts, size);
-    require(o.redundant >= 0 && (o.experts + o.redundant) % size == 0, "serve-demo: --experts + --eplb-redundant = {} "
-            "violates a multiple of the rank count {} (every rank holds the same number of slots)",
-            o.experts + o.redundant, size);
-    moe_layer(o);
-    checked = true;
-    return run(o, rank, size, lay);
-  });
+  return ladder::mpi::run_ranks(
+      argc, argv, "ladder-serve-demo", kUsage,
+      [&](int, int size, uint64_t& digest) {
+        Options o = parse(argc, argv);
+        require(size >= 2, "serve-demo: {} rank(s) violates >= 2 (prefill ranks + one decode rank; mpirun -np N)",
+                size);
+        if (o.experts == 0) o.experts = ladder::mpi::round_up_multiple(8, size);
+        digest = o.cfg.digest() ^ (static_cast<uint64_t>(o.experts) * 0x9e3779b97f4a7c15ull) ^
+                 (static_cast<uint64_t>(o.redundant) * 0xbf58476d1ce4e5b9ull) ^ (o.zipf ? 0x94d049bb133111ebull : 0);
+        validate(o.cfg, "serve-demo");
+        make_layout(o.cfg, size, "serve-demo");
+        require(o.experts >= 2 && o.experts % size == 0, "serve-demo: --experts = {} violates a multiple (>= 2) of the "
+                "rank count {} (every rank holds E/N experts)", o.experts, size);
+        require(o.redundant >= 0 && (o.experts + o.redundant) % size == 0, "serve-demo: --experts + --eplb-redundant "
+                "= {} violates a multiple of the rank count {} (every rank holds the same number of slots)",
+                o.experts + o.redundant, size);
+        moe_layer(o);
+        return o;
+      },
+      [&](const Options& o, int rank, int size) { return run(o, rank, size, make_layout(o.cfg, size, "serve-demo")); });
 }

@@ -1,7 +1,8 @@
 // mpi/src/tp_mla.cpp -- ladder-tp-mla: one MLA decode step (stage 03) tensor-parallel over N ranks, the heads
 // split across them.
 //
-//   mpirun -np N ladder-tp-mla [--prompts 1,63,64,65,300] [--heads 8] [--rung A_CC_ME] [--timeout S]
+//   scripts/mpirun -np N ladder-tp-mla [--prompts 1,63,64,65,300] [--heads H] [--rung A_CC_ME] [--timeout S]
+//   (--heads: by default the smallest multiple of N that is >= 8; --help prints the usage)
 //
 // Tensor parallelism of attention as Megatron-LM does it (Shoeybi et al. 2019, §3; the shards and the
 // all-reduce are ladder/mpi/tp.hpp, which ladder-serve-demo --decode-tp shares): the heads are split over the
@@ -46,7 +47,7 @@ using namespace ladder::mla;
 
 struct Options {
   std::vector<int64_t> prompts{1, 63, 64, 65, 300};
-  int64_t heads = 8;
+  int64_t heads = 0;  // 0: the default, the smallest multiple of the rank count >= 8
   std::string rung = "A_CC_ME";
   double timeout_s = 60;
   bool plant_shifted_wo = false;
@@ -72,12 +73,12 @@ Options parse(int argc, char** argv) {
         o.prompts.push_back(parse_int(v.substr(p, q - p), "--prompts"));
         p = q + 1;
       }
-    } else if (a == "--heads") o.heads = parse_int(value(), "--heads");
+    } else if (a == "--heads") o.heads = ladder::mpi::parse_positive(value(), "tp-mla", "--heads");
     else if (a == "--rung") o.rung = value();
     else if (a == "--timeout") o.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
     else if (a == "--test-plant-shifted-wo") o.plant_shifted_wo = true;
     else if (a == "--test-plant-reverse-sum") o.plant_reverse_sum = true;
-    else throw Error(fmt::format("tp-mla: unknown argument '{}' (see the header of mpi/src/tp_mla.cpp)", a));
+    else throw Error(fmt::format("tp-mla: unknown argument '{}' (--help lists the options)", a));
   }
   for (int64_t L : o.prompts) require(L >= 1, "tp-mla: --prompts has a length {}, violates >= 1", L);
   require(o.timeout_s >= 1, "tp-mla: --timeout = {} violates >= 1 second", o.timeout_s);
@@ -94,12 +95,35 @@ Variant variant_of(const std::string& id) {
   throw Error(fmt::format("tp-mla: --rung '{}' violates one of CD, CC, A_CC, A_CC_ME, AM, flash_mla", id));
 }
 
-int tp_main(const Options& o, int rank, int N) {
+const char* const kUsage =
+    "ladder-tp-mla: one MLA decode step (stage 03) tensor-parallel over the ranks: the heads split, one all-reduce;\n"
+    "u checked bit for bit against the same shards in one process and against the fp64 oracle of the whole layer.\n"
+    "\n"
+    "usage: scripts/mpirun -np N build/bin/ladder-tp-mla [options]     (any N >= 1)\n"
+    "  --prompts L1,L2,...  context lengths of the batch, each >= 1 (default 1,63,64,65,300)\n"
+    "  --heads H            attention heads, a multiple of N (default: the smallest multiple of N >= 8)\n"
+    "  --rung R             stage 03 rung decoding each shard: CD, CC, A_CC, A_CC_ME, AM, flash_mla (default A_CC_ME)\n"
+    "  --timeout S          every collective's deadline in seconds, >= 1 (default 60)\n"
+    "  --test-plant-shifted-wo, --test-plant-reverse-sum   planted bugs the checks must catch (tests)\n"
+    "  -h, --help           this text\n"
+    "Chapter 06 section 15; the header of mpi/src/tp_mla.cpp.\n";
+
+// Every check of the arguments against the rank count, local to the rank (run_ranks shares the verdict).
+Options setup(int argc, char** argv, int N) {
+  Options o = parse(argc, argv);
+  if (o.heads == 0) o.heads = ladder::mpi::round_up_multiple(8, N);
   Config cfg = small_config();
   cfg.n_heads = o.heads;
   check_config(cfg, "tp-mla");
   require(o.heads % N == 0, "tp-mla: --heads = {} violates a multiple of the rank count {} (every rank holds H/N heads)",
           o.heads, N);
+  variant_of(o.rung);
+  return o;
+}
+
+int tp_main(const Options& o, int rank, int N) {
+  Config cfg = small_config();
+  cfg.n_heads = o.heads;
   const RungImpl<float> f = reference_rung<float>(variant_of(o.rung));
   const Weights<float> W = random_weights(cfg, o.seed);
   const Inputs in = make_inputs(W, InputSpec{o.prompts, o.seed + 1, true, 1, true});
@@ -159,14 +183,15 @@ int tp_main(const Options& o, int rank, int N) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return ladder::mpi::run_ranks(argc, argv, "ladder-tp-mla", [&](int rank, int size, bool& checked) {
-    const Options o = parse(argc, argv);
-    uint64_t digest = static_cast<uint64_t>(o.heads) * 0x9e3779b97f4a7c15ull ^ (o.plant_shifted_wo ? 1u : 0u) ^
-                      (o.plant_reverse_sum ? 2u : 0u);
-    for (int64_t L : o.prompts) digest = digest * 1099511628211ull ^ static_cast<uint64_t>(L);
-    for (char ch : o.rung) digest = digest * 1099511628211ull ^ static_cast<uint64_t>(ch);
-    ladder::mpi::require_same_config(digest, rank, "tp-mla");
-    checked = true;
-    return tp_main(o, rank, size);
-  });
+  return ladder::mpi::run_ranks(
+      argc, argv, "ladder-tp-mla", kUsage,
+      [&](int, int size, uint64_t& digest) {
+        const Options o = setup(argc, argv, size);
+        digest = static_cast<uint64_t>(o.heads) * 0x9e3779b97f4a7c15ull ^ (o.plant_shifted_wo ? 1u : 0u) ^
+                 (o.plant_reverse_sum ? 2u : 0u);
+        for (int64_t L : o.prompts) digest = digest * 1099511628211ull ^ static_cast<uint64_t>(L);
+        for (char ch : o.rung) digest = digest * 1099511628211ull ^ static_cast<uint64_t>(ch);
+        return o;
+      },
+      [&](const Options& o, int rank, int size) { return tp_main(o, rank, size); });
 }

@@ -1,6 +1,7 @@
 # Stage 06, part 2 (the deployment): layouts, per-card memory, collectives, module costs, two-stream
 # overlap and `ladder plan` with its bad-input errors (test_06_deploy); MTP's verify rung, its seeded
-# chi-square test and the planted resampling bug it catches (test_06_mtp).
+# chi-square tests (k = 1 and the whole verify at k = 3) and the planted bugs they catch: resampling,
+# row indexing, the bonus row (test_06_mtp).
 ladder_add_test(test_06_deploy SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_deploy.cpp LIBS ladder_cli)
 ladder_add_test(test_06_mtp SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mtp.cpp LIBS ladder_core)
 # Sharding rungs on P simulated ranks: TP FFN vs unsharded under the tolerance rule, counted bytes.

@@ -86,6 +86,13 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dump(cfg, f)
     expect("simulate: chunked_prefill_tokens 0 is bad input", ["simulate", "--config", j("bad.json")], 2,
            "placements[0].chunked_prefill_tokens = 0 violates >= 1", one_line=True)
+    # Given means checked: --rate 0 / --requests 0 are refused, not read as "the config's value" (issue 39).
+    fig1 = os.path.join(ROOT, "data", "disagg", "distserve-fig1.json")
+    for args, msg in ((["--rate", "0"], "--rate = 0 violates rate > 0"), (["--rate", "-2"], "--rate = -2 violates"),
+                      (["--requests", "0"], "--requests = 0 violates requests >= 1"),
+                      (["--requests", "-5"], "--requests = -5 violates")):
+        expect(f"simulate {' '.join(args)} is bad input", ["simulate", "--config", fig1, "--no-goodput", *args], 2,
+               msg, one_line=True)
 
 
 

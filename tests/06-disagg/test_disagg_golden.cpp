@@ -3,6 +3,8 @@
 // rung is exercised by some case, and the identities match the papers' printed values.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -68,5 +70,37 @@ TEST_CASE("data/papers/06-disagg.json holds the printed values the identities co
   for (size_t i = 0; i < ids.size(); ++i) {
     CAPTURE(ids[i].name);
     CHECK(j.at("entries")[i].at("value").get<double>() == ids[i].paper);
+    CHECK(j.at("entries")[i].at("label").get<std::string>() == ids[i].label);
   }
+}
+
+// Honest labels (issue 39): every figure says what its agreement shows; a restated figure (back-solved or its
+// printed formula redone) is never called reproduced; a fitted constant is named as fitted.
+TEST_CASE("06 paper figures: each labelled derived / consistency / restated, none restated called reproduced") {
+  const auto is_label = [](const std::string& l) {
+    return std::find(std::begin(kFigureLabels), std::end(kFigureLabels), l) != std::end(kFigureLabels);
+  };
+  for (const Identity& id : identities()) {
+    CAPTURE(id.name);
+    CHECK(is_label(id.label));
+    CHECK(!id.source.empty());
+    CHECK(id.how.find("reproduc") == std::string::npos);
+    if (id.how.find("780 GB") != std::string::npos) CHECK(id.how.find("FITTED") != std::string::npos);
+  }
+  for (const char* file : {"06-disagg.json", "06-disagg-deploy.json"}) {
+    const nlohmann::json j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "papers" / file);
+    for (const auto& e : j.at("entries")) {
+      CAPTURE(e.at("id").get<std::string>());
+      REQUIRE(e.contains("label"));
+      CHECK(is_label(e.at("label").get<std::string>()));
+      CHECK(!e.contains("reproduced"));
+      const std::string check = e.value("check", "");
+      if (check.find("780 GB") != std::string::npos) CHECK(check.find("FITTED") != std::string::npos);
+    }
+  }
+  // The Table 2 figures whose T_step is back-solved from them are restated, the rest of the table consistency.
+  const auto ids = identities();
+  CHECK(ids[0].label == "restated");
+  CHECK(ids[1].label == "consistency");
+  CHECK(ids[3].label == "restated");
 }

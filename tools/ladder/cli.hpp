@@ -15,6 +15,7 @@ namespace ladder::cli {
 struct ReproduceContext {
   std::filesystem::path out_dir;  // Markdown report and PNGs go here
   bool quick = false;             // smaller sizes (used by the tests)
+  bool large = false;             // the sizes that need more than 1 GB of memory (03-mla: DeepSeek-V2 shapes)
 };
 
 // Each stage's part of the CLI lives in tools/ladder/<id>/ and is found from the folders (the list

@@ -3,7 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -98,13 +102,15 @@ void add_stage_commands(CLI::App& app, const std::string& stage) {
 void add_reproduce_command(CLI::App& app) {
   struct Opts {
     std::string stage, out = "reproduce";
-    bool quick = false;
+    bool quick = false, large = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("reproduce", "the papers' numbers beside ours; writes a Markdown report");
   cmd->add_option("stage", o->stage, "one stage (default: all)");
   cmd->add_option("--out", o->out, "output folder for the report and plots")->capture_default_str();
   cmd->add_flag("--quick", o->quick, "smaller measured sizes (seconds instead of minutes)");
+  cmd->add_flag("--large", o->large, "the sizes that need more than 1 GB of memory (03-mla timed at DeepSeek-V2 "
+                "shapes: 5-7 GB); without it the whole run stays under 1 GB");
   cmd->callback([o] {
     std::string known;
     for (const StageCli& s : stage_clis()) known += (known.empty() ? "" : ", ") + s.stage;
@@ -112,13 +118,25 @@ void add_reproduce_command(CLI::App& app) {
     for (const StageCli& s : stage_clis()) found = found || s.stage == o->stage;
     require(found, "reproduce: no stage '{}' (stages: {})", o->stage, known);
     fs::create_directories(o->out);
-    ReproduceContext ctx{o->out, o->quick};
+    ReproduceContext ctx{o->out, o->quick, o->large && !o->quick};
     std::string md = "# ladder reproduce\n\n";
+    size_t n = 0, i = 0;
+    for (const StageCli& s : stage_clis()) n += o->stage.empty() || s.stage == o->stage;
     for (const StageCli& s : stage_clis()) {
       if (!o->stage.empty() && s.stage != o->stage) continue;
       fmt::print("== {} ==\n", s.stage);
+      std::fflush(stdout);
+      const auto t0 = std::chrono::steady_clock::now();
       md += s.reproduce(ctx) + "\n";
       fmt::print("\n");
+      std::fflush(stdout);
+      // One progress line per stage on stderr (`make reproduce` sends the tables to a file): its time and the
+      // process's peak resident memory so far (getrusage: the high-water mark, not the current size).
+      struct rusage ru {};
+      getrusage(RUSAGE_SELF, &ru);
+      fmt::print(stderr, "reproduce [{}/{}] {}: {:.1f} s, peak memory so far {:.0f} MB\n", ++i, n, s.stage,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 static_cast<double>(ru.ru_maxrss) / 1024.0);
     }
     const fs::path report = fs::path(o->out) / (o->stage.empty() ? "REPORT.md" : o->stage + ".md");
     std::ofstream(report) << md;

@@ -148,32 +148,52 @@ nlohmann::json golden_case_setup_json(const std::string& name) {
 }
 
 std::vector<Identity> identities() {
+  // Sources by name and section: the Huawei report (華為昇騰服務器DeepSeek V3/R1推理部署最佳實踐), the
+  // README of the JAX DeepSeek-R1 inference code, the DeepSeek-V2 MLA optimisation notes; DeepSeek's
+  // day-6 post is not one of the documents this project implements.
+  const std::string huawei = "Huawei report", table2 = huawei + " Sec. 7.1.1, Table 2";
   std::vector<Identity> v;
   const double accept[3] = {0.7, 0.8, 0.9};
   const double paper_2k[3] = {723, 765, 808}, paper_1k[3] = {784, 830, 876};
   for (int i = 0; i < 3; ++i)
     v.push_back({fmt::format("Huawei A2 decode 2K/2K tokens/s/card, MTP accept {:.0f}%, T_step 169.3 ms", 100 * accept[i]),
-                 mtp_tokens_per_s(72, accept[i], 0.1693), paper_2k[i], 1, "tokens/s", "72 (1 + p) / T_step"});
+                 mtp_tokens_per_s(72, accept[i], 0.1693), paper_2k[i], 1, "tokens/s",
+                 i == 0 ? "72 (1 + p) / T_step; T_step = 72 x 1.7 / 723 is back-solved from this figure"
+                        : "72 (1 + p) / T_step with the T_step back-solved from the 70% column (723)",
+                 i == 0 ? "restated" : "consistency", table2});
   for (int i = 0; i < 3; ++i)
     v.push_back({fmt::format("Huawei A2 decode 1K/2K tokens/s/card, MTP accept {:.0f}%, T_step 156.1 ms", 100 * accept[i]),
-                 mtp_tokens_per_s(72, accept[i], 0.1561), paper_1k[i], 1, "tokens/s", "72 (1 + p) / T_step"});
+                 mtp_tokens_per_s(72, accept[i], 0.1561), paper_1k[i], 1, "tokens/s",
+                 i == 0 ? "72 (1 + p) / T_step; T_step = 72 x 1.7 / 784 is back-solved from this figure"
+                        : "72 (1 + p) / T_step with the T_step back-solved from the 70% column (784)",
+                 i == 0 ? "restated" : "consistency", table2});
   v.push_back({"Huawei A2 decode TPOT at 70% acceptance, T_step 169.3 ms", 1e3 * mtp_tpot_s(0.7, 0.1693), 99.6, 0.05, "ms",
-               "T_step / (1 + p)"});
+               "T_step / (1 + p) = 72 / 723 tok/s: the stated TPOT against the stated throughput and concurrency",
+               "consistency", huawei + " Sec. 7.1.1"});
   v.push_back({"Huawei A2 prefill tokens/s/card (16384 tokens, 0.631 s, 16 cards)",
-               prefill_tokens_per_s_per_card(16384, 0.631, 16), 1622, 1, "tokens/s", "16384 / 0.631 / 16"});
+               prefill_tokens_per_s_per_card(16384, 0.631, 16), 1622, 1, "tokens/s",
+               "16384 / 0.631 / 16: the stated throughput against the stated 631 ms (the report's arithmetic; our "
+               "prefill model is not in this row)", "consistency", huawei + " Sec. 7.1.2"});
   const double kv = mla_kv_bytes_per_token(512, 64, 61, 2);
-  v.push_back({"DeepSeek-V3 MLA KV cache per token (61 layers, bf16)", kv, 70272, 0, "B", "(512 + 64) x 61 x 2"});
+  v.push_back({"DeepSeek-V3 MLA KV cache per token (61 layers, bf16)", kv, 70272, 0, "B",
+               "(512 + 64) x 61 x 2; printed by no source (the compared value is this arithmetic)", "derived",
+               "DeepSeek-V2 MLA notes (c_kv 512, k_pe 64); Huawei report Sec. 3.1.1 (KV cache BF16), Sec. 3.2 (61 layers)"});
   v.push_back({"Huawei A2 KV cache per card, 72 requests x 4096 tokens", kv * 72 * 4096 / 1e9, 20, 1, "GB (1e9 B)",
-               "70,272 x 72 x 4096; the report says 'close to 20 GB' (19.3 GiB)"});
+               "70,272 x 72 x 4096; the report says 'close to 20 GB' (19.3 GiB)", "derived", huawei + " Sec. 3.2.1"});
   v.push_back({"Huawei A2 tokens per expert per step (72 concurrency, MTP, top-8, 32 cards, 256 experts)",
-               72.0 * 2 * 8 * 32 / 256, 144, 0, "tokens", "72 x 2 x 8 x 32 / 256"});
+               72.0 * 2 * 8 * 32 / 256, 144, 0, "tokens", "72 x 2 x 8 x 32 / 256: the report prints this formula",
+               "restated", huawei + " Sec. 7.1.1 and Sec. 8"});
   const double pre = nodes_needed(608e9, 73.7e3), dec = nodes_needed(168e9, 14.8e3);
+  const std::string day6 = "DeepSeek day-6 'Inference System Overview' (not one of the documents implemented)";
   v.push_back({"DeepSeek day-6 prefill H800 nodes (608B input tokens/day at 73.7k tokens/s/node)", pre, 95.5, 0.05,
-               "nodes", "608e9 / 86400 / 73.7e3"});
+               "nodes", "608e9 / 86400 / 73.7e3; day 6 prints no per-phase node count (the compared value is this "
+               "arithmetic)", "derived", day6});
   v.push_back({"DeepSeek day-6 decode H800 nodes (168B output tokens/day at 14.8k tokens/s/node)", dec, 131.4, 0.05,
-               "nodes", "168e9 / 86400 / 14.8e3"});
+               "nodes", "168e9 / 86400 / 14.8e3; day 6 prints no per-phase node count (the compared value is this "
+               "arithmetic)", "derived", day6});
   v.push_back({"DeepSeek day-6 nodes in all (their reported average occupancy: 226.75)", pre + dec, 226.75, 0.5, "nodes",
-               "prefill + decode"});
+               "prefill + decode: the stated tokens/day and tokens/s/node against the stated node occupancy",
+               "consistency", day6});
   // The JAX DeepSeek-R1 README's table: (batch, context, tok/s, printed HBM utilisation %).
   const double jax[10][4] = {{1, 32, 75.8, 113},   {1, 512, 75.9, 113},  {1, 4096, 73.8, 110}, {1, 8192, 71.0, 106},
                              {8, 32, 50.5, 75.2},  {8, 512, 48.0, 71.4}, {8, 4096, 42.1, 62.6}, {8, 8192, 35.6, 52.9},
@@ -181,7 +201,9 @@ std::vector<Identity> identities() {
   for (const auto& r : jax)
     v.push_back({fmt::format("JAX v5e-64 HBM utilisation, batch {:.0f}, context {:.0f}, {} tok/s", r[0], r[1], r[2]),
                  100 * hbm_utilisation(780, r[2], 64, 819), r[3], r[3] >= 100 ? 0.5 : 0.1, "%",
-                 "780 GB x tok/s / (64 x 819 GB/s)"});
+                 "780 GB x tok/s / (64 x 819 GB/s); 780 GB is FITTED to this utilisation column (no source states "
+                 "it): one constant for all ten rows shows only that the column is proportional to tok/s",
+                 "consistency", "README of the JAX DeepSeek-R1 inference code, performance table"});
   return v;
 }
 

@@ -43,6 +43,10 @@ inline const std::vector<const char*>& rung_ids() {
 // Memory budget of the measured runs and of the "largest L" table on this machine: a quarter of a
 // 23 GB machine shared by four engineers, for what one step keeps resident (Cost: weights, cache, scratch).
 inline constexpr double kBudgetBytes = 4.0 * (1ull << 30);
+// What one timed step of the measured sweep may keep resident (Cost: weights, cache, scratch): without
+// --large the whole `ladder reproduce` (`make reproduce`) stays under 1 GB, so it runs on a student's laptop;
+// with --large, the 4 GiB above at DeepSeek-V2 shapes (5-7 GB in all).
+inline double measure_budget_bytes(const ReproduceContext& ctx) { return ctx.large ? kBudgetBytes : 0.5 * (1ull << 30); }
 
 // The model the measured part times (and, in a full run, the correctness check runs): its weights and
 // AM's absorbed matrices, made once (at DeepSeek-V2 shapes the absorption alone is 112 GFLOP).
@@ -50,9 +54,10 @@ struct Model {
   mla::Weights<float> W;
   std::shared_ptr<const mla::Absorbed<float>> absorbed;
 };
-// DeepSeek-V2; --quick: 16 heads, hidden 1024, q_lora 512, the cache row and head dims of DeepSeek-V2
-// (the report says so).
-mla::Config timing_config(bool quick);
+// The timed shapes: DeepSeek-V2 with --large; else its cache row (512 + 64) and head dims with 16 heads,
+// hidden 1024, q_lora 512 (at DeepSeek-V2's 128 heads and hidden 5120 the weights and AM's absorbed
+// matrices alone are 2.3 GB in fp32, and the sweep peaked at 5.0 GB; the report says which shapes it timed).
+mla::Config timing_config(const ReproduceContext& ctx);
 
 void exact_part(const ReproduceContext& ctx, const Model& model, Out& out);
 void measured_part(const ReproduceContext& ctx, const Model& model, Out& out);

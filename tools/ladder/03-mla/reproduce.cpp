@@ -120,7 +120,9 @@ void correctness_section(const ReproduceContext& ctx, const Model& model, Out& o
   const std::vector<int64_t> seqlens = ctx.quick ? std::vector<int64_t>{1, 64, 65, 300} : std::vector<int64_t>{1024};
   out.line(ctx.quick ? "### Every rung vs the fp64 CD oracle (--quick: the small config, B = 4, L = 1, 64, 65, 300, "
                        "shuffled pages)"
-                     : "### Every rung vs the fp64 CD oracle at DeepSeek-V2 shapes (B = 1, L = 1024, prefilled cache)");
+                     : ctx.large ? "### Every rung vs the fp64 CD oracle at DeepSeek-V2 shapes (B = 1, L = 1024, prefilled cache)"
+                                 : "### Every rung vs the fp64 CD oracle at the timed shapes (16 heads, hidden 1024, "
+                                   "q_lora 512; B = 1, L = 1024, prefilled cache)");
   InputSpec spec{seqlens, 43, true, 1, true};
   const Inputs in = make_inputs(W, spec);
   const Output<double> oracle = golden_oracle(W, in);
@@ -153,9 +155,9 @@ std::map<std::string, nlohmann::json> paper_values() {
   return m;
 }
 
-Config timing_config(bool quick) {
+Config timing_config(const ReproduceContext& ctx) {
   Config c = deepseek_v2();
-  if (quick) c.n_heads = 16, c.hidden = 1024, c.q_lora_rank = 512;
+  if (!ctx.large) c.n_heads = 16, c.hidden = 1024, c.q_lora_rank = 512;
   return c;
 }
 
@@ -173,7 +175,7 @@ std::string reproduce_03_mla(const ReproduceContext& ctx) {
   mla_report::Out out;
   out.md = "## 03-mla\n\n";
   mla_report::Model model;
-  model.W = mla::random_weights(mla_report::timing_config(ctx.quick), 1);
+  model.W = mla::random_weights(mla_report::timing_config(ctx), 1);
   model.absorbed = mla::absorb_weights(model.W);
   mla_report::exact_part(ctx, model, out);
   mla_report::measured_part(ctx, model, out);

@@ -54,7 +54,7 @@ double predict(const std::vector<Point>& pts, const Rung& r, const Config& c, in
   return q.seconds + std::max(b, 0.0) * static_cast<double>(L - q.L);
 }
 
-Series sweep(const Model& model, int64_t B, const std::vector<int64_t>& Ls, double cap) {
+Series sweep(const Model& model, int64_t B, const std::vector<int64_t>& Ls, double cap, double budget) {
   const Config& c = model.W.cfg;
   Series s;
   for (int64_t L : Ls) {
@@ -62,7 +62,7 @@ Series sweep(const Model& model, int64_t B, const std::vector<int64_t>& Ls, doub
     for (const char* id : rung_ids()) {
       const Rung& r = registry().find(kStage, "ref", id);
       std::vector<Point>& pts = s[id];
-      if (resident_bytes(r.cost(cost_shape(c, B, L))) > kBudgetBytes) {
+      if (resident_bytes(r.cost(cost_shape(c, B, L))) > budget) {
         pts.push_back({L, 0, "no fit"});
         continue;
       }
@@ -207,9 +207,11 @@ void measured_part(const ReproduceContext& ctx, const Model& model, Out& out) {
   const double cap = ctx.quick ? 0.25 : 3.0;
   out.line(fmt::format(
       "### Time per decode step vs L on this CPU ({}fp32, {} threads, median wall time, ms)", 
-      ctx.quick ? "--quick: 16 heads, hidden 1024, q_lora 512 (the cache row 512 + 64 and the head dims of "
-                  "DeepSeek-V2), shorter L; "
-                : "DeepSeek-V2 shapes, ",
+      ctx.quick ? "16 heads, hidden 1024, q_lora 512 (the cache row 512 + 64 and the head dims of DeepSeek-V2; "
+                  "DeepSeek-V2's 128 heads and hidden 5120 need 2.3 GB for the weights alone), --quick: shorter L; "
+                : ctx.large ? "DeepSeek-V2 shapes (--large), "
+                            : "16 heads, hidden 1024, q_lora 512 (the cache row 512 + 64 and the head dims of DeepSeek-V2; "
+                              "DeepSeek-V2's 128 heads and hidden 5120 need 2.3 GB for the weights alone: --large), ",
       omp_get_max_threads()));
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   out.line(fmt::format(
@@ -218,13 +220,14 @@ void measured_part(const ReproduceContext& ctx, const Model& model, Out& out) {
       wait ? wait : "(unset)"));
   out.line(fmt::format(
       "A step is u = MLA(h) for every sequence: the projections (weights read once per step) and the attention "
-      "over L cached tokens. 'no fit': the step's resident bytes (Cost, fp32) exceed the {:.0f} GiB budget; "
+      "over L cached tokens. 'no fit': the step's resident bytes (Cost, fp32) exceed the {:.1f} GiB budget "
+      "(without --large `ladder reproduce` stays under 1 GB); "
       "'pred.': not run, a + b L through the rung's two previous points exceeds {:.1f} s. Shared machine: compare "
       "within a table.",
-      kBudgetBytes / (1ull << 30), cap));
+      measure_budget_bytes(ctx) / (1ull << 30), cap));
   std::map<int64_t, Series> all;
   for (const auto& [B, Lb] : Ls) {
-    all[B] = sweep(model, B, Lb, cap);
+    all[B] = sweep(model, B, Lb, cap, measure_budget_bytes(ctx));
     timing_table(out, all[B], B, Lb);
   }
   write_csv_and_plot(ctx, all, out);
@@ -267,7 +270,7 @@ void measured_part(const ReproduceContext& ctx, const Model& model, Out& out) {
 
   // Roofline: per-token rates vs this CPU's measured bounds.
   const double bw = copy_bandwidth(size_t{1} << (ctx.quick ? 24 : 26), 5);
-  const double rbw = read_bandwidth(size_t{1} << (ctx.quick ? 24 : 27));
+  const double rbw = read_bandwidth(size_t{1} << (ctx.quick ? 24 : ctx.large ? 27 : 26));  // past any cache
   const int64_t Bl = 32, Ll = Ls.at(32).back();
   const double gemm = gemm_rate(c, Bl, Ll);
   out.line("### Roofline on this CPU: per-token rates between the two longest measured L");

@@ -11,6 +11,8 @@
 // Bad configs throw ladder::Error naming the key (main.cpp: one line, exit 2).
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <cstdio>
 #include <memory>
 
@@ -30,23 +32,22 @@ void add_simulate_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("simulate", "stage 06: simulate a prefill/decode placement; metrics and goodput");
   cmd->add_option("--config", o->config, "config JSON (examples: data/disagg/*.json)")->required();
-  cmd->add_option("--rate", o->rate, "override workload.rate (requests/s)");
-  cmd->add_option("--requests", o->requests, "override workload.requests");
+  CLI::Option* rate_opt = cmd->add_option("--rate", o->rate, "override workload.rate (requests/s, > 0)");
+  CLI::Option* requests_opt = cmd->add_option("--requests", o->requests, "override workload.requests (>= 1)");
   cmd->add_flag("--no-goodput", o->no_goodput, "metrics at the rate only, no goodput search");
   cmd->add_flag("--records", o->records, "keep every request's record: percentiles and the per-request invariants "
                 "(memory grows with the request count, about 100 B a request)");
   cmd->add_option("--plot", o->plot, "folder for attainment / CDF plots (PNG via /usr/bin/python3) and their CSVs");
-  cmd->callback([o] {
+  cmd->callback([o, rate_opt, requests_opt] {
+    // Given means checked: 0 is refused like any other bad value (not taken as "use the config's").
+    if (rate_opt->count() > 0)
+      require(std::isfinite(o->rate) && o->rate > 0, "simulate: --rate = {} violates rate > 0 (requests/s)", o->rate);
+    if (requests_opt->count() > 0)
+      require(o->requests >= 1, "simulate: --requests = {} violates requests >= 1", o->requests);
     require(std::filesystem::exists(o->config), "simulate: --config {}: no such file", o->config);
     disagg::SimSetup s = disagg::load_sim_config(o->config, disagg06::data_root());
-    if (o->rate != 0) {
-      require(o->rate > 0, "simulate: --rate {} violates rate > 0", o->rate);
-      s.workload.rate = o->rate;
-    }
-    if (o->requests != 0) {
-      require(o->requests > 0, "simulate: --requests {} violates requests >= 1", o->requests);
-      s.workload.requests = o->requests;
-    }
+    if (rate_opt->count() > 0) s.workload.rate = o->rate;
+    if (requests_opt->count() > 0) s.workload.requests = o->requests;
     fmt::print("config {}: model {} on {}; step model: {}\n", s.name, s.model_name, s.gpu_name, s.model->describe());
     fmt::print("workload: {} requests at {} req/s (cv {}), seed {}; SLO TTFT {} ms, TPOT {} ms, attainment >= {}\n",
                s.workload.requests, s.workload.rate, s.workload.cv, s.workload.seed, s.slo.ttft_ms, s.slo.tpot_ms,

@@ -36,14 +36,22 @@ nlohmann::json golden_case_setup_json(const std::string& name);
 // Every output of a case, computed through the registry.
 std::map<std::string, Array<double>> golden_outputs(const std::string& name);
 
-// One reproduce identity: our value computed from the inputs, the paper's printed value.
+// One reproduce figure: our value, the paper's printed value, and what the agreement shows (label):
+//   derived      computed from inputs a source states (not from the figure itself) -- a real check;
+//   consistency  the source's own stated numbers checked against each other by its own identity;
+//   restated     the figure enters our computation (a value back-solved from it, or the source's printed
+//                formula redone): agreement by construction, no check; never called reproduced.
+// A fitted constant is named in `how` as fitted, with what it was fitted to.
 struct Identity {
   std::string name;
   double ours = 0;
   double paper = 0;  // as printed (rounded); tests compare within half its last digit
   double paper_ulp = 0;  // allowed |ours - paper|: the printed rounding (the Huawei report truncates: 765.5 -> 765)
   std::string unit, how;
+  std::string label;   // derived | consistency | restated
+  std::string source;  // the document and section the printed value (and the inputs) come from
 };
+inline const char* const kFigureLabels[] = {"derived", "consistency", "restated"};
 std::vector<Identity> identities();
 
 }  // namespace ladder::disagg

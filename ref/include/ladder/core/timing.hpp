@@ -22,8 +22,12 @@ double median_seconds(F&& f, int reps) {
 }
 
 // Measured copy bandwidth in bytes/s (bytes read + bytes written per second), OpenMP over chunks,
-// the memory bound the stage tables compare against.
+// the memory bound the stage tables compare against. At most 2^25 floats (128 MB) per buffer: far past
+// any last-level cache, so the rate is DRAM's, and a caller holding its own 2^26-float arrays stays
+// under `ladder reproduce`'s 1 GB (01-softmax's 2^26-element rows: 512 MB + 256 MB here).
+inline constexpr size_t kCopyBandwidthMaxFloats = size_t{1} << 25;
 inline double copy_bandwidth(size_t n_floats, int reps) {
+  n_floats = n_floats < kCopyBandwidthMaxFloats ? n_floats : kCopyBandwidthMaxFloats;
   std::vector<float> a(n_floats, 1.0f), b(n_floats);
   const long chunks = 64;
   const double s = median_seconds(

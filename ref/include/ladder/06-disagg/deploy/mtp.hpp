@@ -52,21 +52,38 @@ inline int64_t draw(const Dist& w, Rng& rng) {
 inline void check_rows(const std::vector<int64_t>& draft, const std::vector<Dist>& p, const char* who) {
   require(p.size() == draft.size() + 1, "{}: target rows = {} violates rows == drafts + 1 = {}", who, p.size(),
           draft.size() + 1);
+  for (size_t i = 1; i < p.size(); ++i)
+    require(p[i].size() == p[0].size(), "{}: target row {} has {} entries violates == vocab {} (row 0)", who, i,
+            p[i].size(), p[0].size());
   for (int64_t d : draft)
     require(d >= 0 && static_cast<size_t>(d) < p[0].size(), "{}: draft token {} outside vocab [0, {})", who, d,
             p[0].size());
 }
 
+// Planted bugs for the tests (none = the rung): `row_index` judges draft i against the row after it,
+// p[i + 1] (the off-by-one between "the row that predicts token i" and "the row at token i");
+// `bonus_row` draws the bonus token from p[k - 1], the last draft's row, instead of p[k].
+enum class VerifyBug { none, row_index, bonus_row };
+
+// The target row that judges draft i, and the row of the bonus token (k = drafts).
+inline const Dist& judge_row(const std::vector<Dist>& p, size_t i, VerifyBug bug) {
+  return bug == VerifyBug::row_index ? p[i + 1] : p[i];
+}
+inline const Dist& bonus_row(const std::vector<Dist>& p, VerifyBug bug) {
+  return bug == VerifyBug::bonus_row && p.size() > 1 ? p[p.size() - 2] : p.back();
+}
+
 // Greedy verify: the emitted tokens (1 + accepted).
-inline std::vector<int64_t> verify_greedy(const std::vector<int64_t>& draft, const std::vector<Dist>& p) {
+inline std::vector<int64_t> verify_greedy(const std::vector<int64_t>& draft, const std::vector<Dist>& p,
+                                          VerifyBug bug = VerifyBug::none) {
   check_rows(draft, p, "verify_greedy");
   std::vector<int64_t> out;
   for (size_t i = 0; i < draft.size(); ++i) {
-    const int64_t t = argmax(p[i]);
+    const int64_t t = argmax(judge_row(p, i, bug));
     out.push_back(t);
     if (t != draft[i]) return out;  // the target's own token replaces the first mismatch
   }
-  out.push_back(argmax(p.back()));  // all drafts accepted: the bonus token
+  out.push_back(argmax(bonus_row(p, bug)));  // all drafts accepted: the bonus token
   return out;
 }
 
@@ -75,25 +92,30 @@ enum class ResampleFrom { residual, target };  // target = the planted bug (resa
 // Rejection-sampling verify: draft[i] was drawn from q[i]; p has k + 1 rows.
 inline std::vector<int64_t> verify_sampling(const std::vector<int64_t>& draft, const std::vector<Dist>& q,
                                             const std::vector<Dist>& p, Rng& rng,
-                                            ResampleFrom from = ResampleFrom::residual) {
+                                            ResampleFrom from = ResampleFrom::residual,
+                                            VerifyBug bug = VerifyBug::none) {
   check_rows(draft, p, "verify_sampling");
   require(q.size() == draft.size(), "verify_sampling: draft rows = {} violates == drafts = {}", q.size(), draft.size());
+  for (size_t i = 0; i < q.size(); ++i)
+    require(q[i].size() == p[0].size(), "verify_sampling: draft row {} has {} entries violates == vocab {}", i,
+            q[i].size(), p[0].size());
   std::vector<int64_t> out;
   for (size_t i = 0; i < draft.size(); ++i) {
     const size_t d = static_cast<size_t>(draft[i]);
+    const Dist& pi = judge_row(p, i, bug);
     require(q[i][d] > 0, "verify_sampling: q[{}][{}] = 0 but the draft chose it", i, d);
-    const double ratio = p[i][d] / q[i][d];
+    const double ratio = pi[d] / q[i][d];
     if (rng.uniform() < ratio) {  // accept with probability min(1, p/q)
       out.push_back(draft[i]);
       continue;
     }
-    Dist r(p[i].size());
+    Dist r(pi.size());
     for (size_t v = 0; v < r.size(); ++v)
-      r[v] = from == ResampleFrom::residual ? (p[i][v] > q[i][v] ? p[i][v] - q[i][v] : 0.0) : p[i][v];
+      r[v] = from == ResampleFrom::residual ? (pi[v] > q[i][v] ? pi[v] - q[i][v] : 0.0) : pi[v];
     out.push_back(draw(r, rng));
     return out;
   }
-  out.push_back(draw(p.back(), rng));
+  out.push_back(draw(bonus_row(p, bug), rng));  // all k accepted: the bonus token from p_k
   return out;
 }
 
