@@ -16,6 +16,7 @@
 #include "golden_util.hpp"
 #include "lab_check.hpp"
 #include "ladder/02-attention/attention.hpp"
+#include "ladder/core/fixed_order.hpp"
 #include "ladder/02-attention/golden.hpp"
 #include "ladder/core/json.hpp"
 #include "ladder/core/npy.hpp"
@@ -123,7 +124,10 @@ TEST_CASE("every forward rung vs the fp64 oracle on every golden case (O, L, m; 
     const Case& k = load(name);
     const Problem& p = k.c->p;
     const Array<double> Q = k.in.Q.cast<double>(), K = k.in.K.cast<double>(), V = k.in.V.cast<double>();
-    const Forward<float> base = run_forward<float>(&naive_forward<float>, p, k.in.Q, k.in.K, k.in.V);
+    const Forward<float> base = [&] {  // the rule's baseline, fixed order (core/fixed_order.hpp)
+      const FixedOrder pinned;
+      return run_forward<float>(&naive_forward<float>, p, k.in.Q, k.in.K, k.in.V);
+    }();
     for (const Rung* r : rungs) {
       if (is_backward(*r)) continue;
       coverage.mark(*r);
@@ -154,8 +158,14 @@ TEST_CASE("every backward rung vs the fp64 oracle on every golden case (dQ, dK, 
     const Array<double> dO = k.in.dO.cast<double>();
     // The float rungs consume a float forward's O and L, as a kernel pipeline would: the naive rung's,
     // so that a wrong forward in a lab cannot make the backward rungs fail (or pass).
-    const Forward<float> f = run_forward<float>(&naive_forward<float>, p, k.in.Q, k.in.K, k.in.V);
-    const Grads<float> base = run_backward<float>(&naive_backward<float>, p, k.in.Q, k.in.K, k.in.V, f.O, k.in.dO, f.L);
+    const Forward<float> f = [&] {  // the rule's baseline, fixed order (core/fixed_order.hpp)
+      const FixedOrder pinned;
+      return run_forward<float>(&naive_forward<float>, p, k.in.Q, k.in.K, k.in.V);
+    }();
+    const Grads<float> base = [&] {
+      const FixedOrder pinned;
+      return run_backward<float>(&naive_backward<float>, p, k.in.Q, k.in.K, k.in.V, f.O, k.in.dO, f.L);
+    }();
     for (const Rung* r : registry().stage(kStage, "ref")) {
       if (!is_backward(*r)) continue;
       coverage.mark(*r);

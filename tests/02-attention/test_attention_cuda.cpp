@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ladder/02-attention/golden.hpp"
+#include "ladder/core/fixed_order.hpp"
 #include "ladder/cuda/02-attention/attention.hpp"
 #include "ladder/cuda/device.hpp"
 #include "test_attention_util.hpp"
@@ -104,7 +105,10 @@ TEST_CASE("the registry holds the four CUDA rungs of stage 02, each with a cost"
 TEST_CASE("every CUDA forward rung vs the fp64 oracle (O, L, m) on the small goldens and awkward shapes") {
   for (const Case& k : all_cases()) {
     CAPTURE(k.name);
-    const Forward<float> base = run_forward<float>(&naive_forward<float>, k.p, k.Q, k.K, k.V);
+    const Forward<float> base = [&] {  // the rule's baseline, fixed order (core/fixed_order.hpp)
+      const FixedOrder pinned;
+      return run_forward<float>(&naive_forward<float>, k.p, k.Q, k.K, k.V);
+    }();
     for (const Rung* r : registry().stage(kStage, "cuda")) {
       if (is_backward(*r)) continue;
       CAPTURE(r->key());
@@ -129,7 +133,10 @@ TEST_CASE("the CUDA backward vs the fp64 oracle (dQ | dK | dV, D) on the small g
     CAPTURE(k.name);
     // As in the reference tests: the float rungs consume the float forward's O and L.
     const Forward<float> f = run_forward<float>(&tiled_forward_default<float>, k.p, k.Q, k.K, k.V);
-    const Grads<float> base = run_backward<float>(&naive_backward<float>, k.p, k.Q, k.K, k.V, f.O, k.dO, f.L);
+    const Grads<float> base = [&] {
+      const FixedOrder pinned;
+      return run_backward<float>(&naive_backward<float>, k.p, k.Q, k.K, k.V, f.O, k.dO, f.L);
+    }();
     const Array<double> oracle = test::gradient(Grads<double>{k.dQ, k.dK, k.dV, k.D});
     for (const Rung* r : registry().stage(kStage, "cuda")) {
       if (!is_backward(*r)) continue;

@@ -166,7 +166,8 @@ void naive_forward(const Problem& p, const T* Q, const T* K, const T* V, T* O, T
 }
 
 // Backward of the standard implementation, from the materialised P (it re-runs Alg. 0 lines 1-2, as a
-// framework would have kept P from the forward; O and L are therefore not read):
+// framework would have kept P from the forward; O and L are therefore not read, except O by the rule's
+// float32 baseline's D, below):
 //   dV = P^T dO,  dP = dO V^T,  D_i = sum_j P_ij dP_ij,  dS = P o (dP - D),  dQ = scale dS K,  dK = scale dS^T Q.
 // dS = P o (dP - D) is the softmax Jacobian applied row by row (dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik)).
 // A fully masked row has P = 0, so D = 0 and its dQ row is 0. D [B,H,Nq] equals rowsum(dO o O).
@@ -175,7 +176,7 @@ void naive_forward(const Problem& p, const T* Q, const T* K, const T* V, T* O, T
 template <class T>
 void naive_backward(const Problem& p, const T* Q, const T* K, const T* V, const T* O, const T* dO, const T* L, T* dQ,
                     T* dK, T* dV, T* D) {
-  (void)O, (void)L;
+  (void)L;  // O is read only by the rule's float32 baseline (D, below)
   check_problem(p, "naive backward", true);
   check_pointers("naive backward", Q, K, V, dO, dQ, dK, dV, D);
   const int64_t G = p.group(), rows = G * p.Nq, Nk = p.Nk, d = p.d, dv = p.dim_v(), n = rows * Nk;
@@ -205,8 +206,11 @@ void naive_backward(const Problem& p, const T* Q, const T* K, const T* V, const 
       T& Di = D[q0 + row];
       if constexpr (std::is_same_v<T, double>)
         Di = dot_fixed_order(pr.data(), dp.data(), Nk);  // the oracle: index order
-      else if (fixed_order())
-        Di = dot_pairwise(pr.data(), dp.data(), Nk);  // the rule's float32 baseline (core/fixed_order.hpp)
+      else if (fixed_order())  // the rule's float32 baseline (core/fixed_order.hpp): D as FA2 and the
+        // contract define it, rowsum(dO o O) of the float32 forward's O, summed pairwise. A kernel's D
+        // carries O's rounding, which P . dP does not: on a one-query case the recompute rung's D was 7x
+        // the P . dP baseline's error, and a one-element slice has no other error to lean on.
+        Di = O ? dot_pairwise(dOh + row * dv, O + (q0 + row) * dv, dv) : dot_pairwise(pr.data(), dp.data(), Nk);
       else
         Di = pr.dot(dp);  // float: Eigen's vectorised dot
       ds = pr.cwiseProduct((dp.array() - Di).matrix());

@@ -47,7 +47,9 @@ struct Tolerance {
   // The rule per independent slice: the leading `slice_axes` axes index independent computations (a
   // batch row and head of attention, a sequence of MLA, a token of MoE), and each slice is judged with
   // its own scale and its own baseline error, so a slice whose true values are small is checked at its
-  // own scale instead of hiding under the tensor's largest. 0: one scale for the whole tensor.
+  // own scale instead of hiding under the tensor's largest (its baseline error taken as at least the
+  // largest relative baseline error of any slice times its scale: a one-element slice's own is luck).
+  // 0: one scale for the whole tensor.
   // slice_names: the axes' names for the report ("B, H"), from the output's symbolic shape.
   int slice_axes = 0;
   std::string slice_names = {};
@@ -156,7 +158,9 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
   int64_t slices = 1;
   for (int d = 0; d < sa; ++d) slices *= oracle.shape[static_cast<size_t>(d)];
   const int64_t per = slices > 0 ? r.n / slices : 0;
-  std::vector<double> s_tol(static_cast<size_t>(slices)), s_floor(s_tol.size()), s_berr(s_tol.size());
+  std::vector<double> s_tol(static_cast<size_t>(slices)), s_floor(s_tol.size()), s_berr(s_tol.size()),
+      s_scale(s_tol.size());
+  double rel_berr = 0;  // the baseline's error relative to its slice's scale, the largest over the slices
   for (int64_t s = 0; s < slices; ++s) {
     double scale = 0, berr = 0;
     for (int64_t i = s * per; i < (s + 1) * per; ++i) {
@@ -167,9 +171,18 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
     const size_t k = static_cast<size_t>(s);
     if (k < tol.group_scale.size()) scale = std::max(scale, tol.group_scale[k]);
     if (k < tol.group_berr.size()) berr = std::max(berr, tol.group_berr[k]);
-    s_berr[k] = berr;
-    s_floor[k] = tol.floor_ulps * tol.eps * scale + tol.device_rel * scale;
-    s_tol[k] = tol.k * berr + s_floor[k];
+    s_berr[k] = berr, s_scale[k] = scale;
+    if (scale > 0) rel_berr = std::max(rel_berr, berr / scale);
+  }
+  // A slice's baseline error is at least rel_berr x its scale: a slice of a few elements (a decode
+  // step's one query row, a one-row D) holds a few samples of the baseline's rounding, which may be
+  // right to the last bit by luck, while a correct candidate's relative error does not depend on the
+  // slice. A wrong slice is still measured at its own scale (a zeroed head: error = its scale, against
+  // ~1e-6 of it).
+  for (size_t k = 0; k < s_tol.size(); ++k) {
+    s_berr[k] = std::max(s_berr[k], rel_berr * s_scale[k]);
+    s_floor[k] = tol.floor_ulps * tol.eps * s_scale[k] + tol.device_rel * s_scale[k];
+    s_tol[k] = tol.k * s_berr[k] + s_floor[k];
   }
   auto slice_of = [&](int64_t i) { return per > 0 ? static_cast<size_t>(i / per) : size_t{0}; };
   r.ftz = tol.ftz;
