@@ -7,6 +7,7 @@
 // The CPU's own conversion instructions are in test_formats_hw.cpp.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 #include <immintrin.h>
 
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstring>

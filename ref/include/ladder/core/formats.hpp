@@ -43,12 +43,14 @@
 //
 // Device code: every function here is constexpr, branch-light, allocation- and exception-free, and
 // marked LADDER_FORMATS_HD (__host__ __device__ under nvcc), so CUDA kernels and the SIMT layer call the
-// same code. Under nvcc, std::bit_cast / std::bit_width need --expt-relaxed-constexpr.
+// same code (nvcc compiles them for sm_80 / sm_90 with no extra flag).
 #pragma once
-#include <bit>
 #include <cstdint>
 
-#if defined(__CUDACC__)
+// The execution-space keywords where they exist: nvcc pre-includes the macros __host__ / __device__
+// (crt/host_defines.h), the SIMT layer defines them empty (cuda/simt/detail/lang.hpp), g++ alone has
+// neither. (Not __CUDACC__: host code never switches on it, tests/test_host_code.py.)
+#if defined(__host__) && defined(__device__)
 #define LADDER_FORMATS_HD __host__ __device__
 #else
 #define LADDER_FORMATS_HD
@@ -77,12 +79,19 @@ inline constexpr FloatSpec kE5m2{5, 2, 15, true, 0x7B, 0};
 
 namespace detail {
 
-// The float32 bits u rounded to the format s; returns the code (sign at bit ebits + mbits).
+// __builtin_bit_cast / __builtin_clz rather than std::bit_cast / std::bit_width: g++, clang and nvcc all
+// have them in constant expressions, and nvcc in device code without --expt-relaxed-constexpr.
+LADDER_FORMATS_HD constexpr uint32_t bits(float x) { return __builtin_bit_cast(uint32_t, x); }
+LADDER_FORMATS_HD constexpr float value(uint32_t u) { return __builtin_bit_cast(float, u); }
+LADDER_FORMATS_HD constexpr int bit_width(uint32_t v) { return v ? 32 - __builtin_clz(v) : 0; }
+
+// The float32 bits u rounded to the format s (a template argument: constants in device code too); returns the code (sign at bit ebits + mbits).
 // Method: |x| = sig * 2^E exactly (sig < 2^24). The result's quantum is 2^q with q = max(floor(log2|x|)
 // - mbits, qmin), qmin = 1 - bias - mbits (the subnormal quantum). n = sig >> (q - E) rounded by the
 // remainder; the code is ((q - qmin) << mbits) + n, which is continuous across the subnormal/normal
 // boundary and across a carry of n to 2^(mbits+1) (both give the next exponent field with mantissa 0).
-LADDER_FORMATS_HD constexpr uint32_t encode(uint32_t u, const FloatSpec& s, Round r, Overflow o) {
+template <FloatSpec s>
+LADDER_FORMATS_HD constexpr uint32_t encode(uint32_t u, Round r, Overflow o) {
   const bool neg = (u >> 31) != 0;
   const uint32_t sign = neg ? (1u << (s.ebits + s.mbits)) : 0u;
   const uint32_t a = u & 0x7FFFFFFFu;
@@ -99,7 +108,7 @@ LADDER_FORMATS_HD constexpr uint32_t encode(uint32_t u, const FloatSpec& s, Roun
   const int e32 = static_cast<int>(a >> 23);
   const uint32_t sig = e32 == 0 ? (a & 0x7FFFFFu) : ((a & 0x7FFFFFu) | 0x800000u);
   const int E = e32 == 0 ? -149 : e32 - 150;
-  const int fl = E + std::bit_width(sig) - 1;  // floor(log2 |x|)
+  const int fl = E + bit_width(sig) - 1;  // floor(log2 |x|)
   const int qmin = 1 - s.bias - s.mbits;
   const int q = fl - s.mbits > qmin ? fl - s.mbits : qmin;
   const int shift = q - E;  // >= 13 for every format here (fewer mantissa bits than float32)
@@ -127,7 +136,8 @@ LADDER_FORMATS_HD constexpr uint32_t encode(uint32_t u, const FloatSpec& s, Roun
 
 // The code c of format s as float32 bits, exactly (every value of these formats is a float32, except
 // bf16/tf32 subnormals, which are float32 subnormals: decode those by shifting, see from_bf16).
-LADDER_FORMATS_HD constexpr uint32_t decode(uint32_t c, const FloatSpec& s) {
+template <FloatSpec s>
+LADDER_FORMATS_HD constexpr uint32_t decode(uint32_t c) {
   const int nb = s.ebits + s.mbits;
   const uint32_t sign = ((c >> nb) & 1u) << 31;
   const uint32_t mag = c & ((1u << nb) - 1u);
@@ -137,47 +147,45 @@ LADDER_FORMATS_HD constexpr uint32_t decode(uint32_t c, const FloatSpec& s) {
   if (!s.ieee && mag == s.nan_code) return sign | 0x7FC00000u;
   if (ef == 0) {
     if (m == 0) return sign;
-    const int p = std::bit_width(m) - 1;  // m * 2^qmin = 2^(p + qmin) * (m / 2^p)
+    const int p = bit_width(m) - 1;  // m * 2^qmin = 2^(p + qmin) * (m / 2^p)
     const int qmin = 1 - s.bias - s.mbits;
     return sign | (static_cast<uint32_t>(p + qmin + 127) << 23) | ((m - (1u << p)) << (23 - p));
   }
   return sign | (static_cast<uint32_t>(static_cast<int>(ef) - s.bias + 127) << 23) | (m << (23 - s.mbits));
 }
 
-LADDER_FORMATS_HD constexpr uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
-LADDER_FORMATS_HD constexpr float value(uint32_t u) { return std::bit_cast<float>(u); }
 
 }  // namespace detail
 
 // ---- bf16 ---------------------------------------------------------------------------------------
 LADDER_FORMATS_HD constexpr uint16_t to_bf16(float x, Round r = Round::nearest_even) {
-  return static_cast<uint16_t>(detail::encode(detail::bits(x), kBf16, r, Overflow::to_inf_or_nan));
+  return static_cast<uint16_t>(detail::encode<kBf16>(detail::bits(x), r, Overflow::to_inf_or_nan));
 }
 LADDER_FORMATS_HD constexpr float from_bf16(uint16_t b) { return detail::value(static_cast<uint32_t>(b) << 16); }
 
 // ---- fp16 (IEEE binary16) -----------------------------------------------------------------------
 LADDER_FORMATS_HD constexpr uint16_t to_fp16(float x, Round r = Round::nearest_even) {
-  return static_cast<uint16_t>(detail::encode(detail::bits(x), kFp16, r, Overflow::to_inf_or_nan));
+  return static_cast<uint16_t>(detail::encode<kFp16>(detail::bits(x), r, Overflow::to_inf_or_nan));
 }
-LADDER_FORMATS_HD constexpr float from_fp16(uint16_t h) { return detail::value(detail::decode(h, kFp16)); }
+LADDER_FORMATS_HD constexpr float from_fp16(uint16_t h) { return detail::value(detail::decode<kFp16>(h)); }
 
 // ---- tf32: x rounded to 10 mantissa bits, returned as a float (its low 13 bits are zero) ------------
 LADDER_FORMATS_HD constexpr float round_tf32(float x, Round r = Round::nearest_even) {
-  return detail::value(detail::encode(detail::bits(x), kTf32, r, Overflow::to_inf_or_nan) << 13);
+  return detail::value(detail::encode<kTf32>(detail::bits(x), r, Overflow::to_inf_or_nan) << 13);
 }
 
 // ---- OCP FP8 E4M3 / E5M2 ----------------------------------------------------------------------------
 LADDER_FORMATS_HD constexpr uint8_t to_e4m3(float x, Round r = Round::nearest_even,
                                             Overflow o = Overflow::saturate) {
-  return static_cast<uint8_t>(detail::encode(detail::bits(x), kE4m3, r, o));
+  return static_cast<uint8_t>(detail::encode<kE4m3>(detail::bits(x), r, o));
 }
-LADDER_FORMATS_HD constexpr float from_e4m3(uint8_t b) { return detail::value(detail::decode(b, kE4m3)); }
+LADDER_FORMATS_HD constexpr float from_e4m3(uint8_t b) { return detail::value(detail::decode<kE4m3>(b)); }
 
 LADDER_FORMATS_HD constexpr uint8_t to_e5m2(float x, Round r = Round::nearest_even,
                                             Overflow o = Overflow::saturate) {
-  return static_cast<uint8_t>(detail::encode(detail::bits(x), kE5m2, r, o));
+  return static_cast<uint8_t>(detail::encode<kE5m2>(detail::bits(x), r, o));
 }
-LADDER_FORMATS_HD constexpr float from_e5m2(uint8_t b) { return detail::value(detail::decode(b, kE5m2)); }
+LADDER_FORMATS_HD constexpr float from_e5m2(uint8_t b) { return detail::value(detail::decode<kE5m2>(b)); }
 
 inline constexpr float kE4m3Max = 448.0f;
 inline constexpr float kE5m2Max = 57344.0f;
