@@ -11,3 +11,6 @@ ladder_add_test(test_slices SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_slices.cpp 
 # Low-precision formats (ladder/core/formats.hpp): every 8/16-bit pattern, every rounding boundary, and the
 # CPU's F16C / AVX512_BF16 conversions on all 2^32 float32 inputs where the build has them.
 ladder_add_test(test_formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_formats.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_formats_hw.cpp LIBS ladder_ref)
+# Quantisers (ladder/core/quant.hpp): every granularity within the derived per-element bound; transposed or
+# neighbouring scales fail it; zero tiles; the same bits for any thread count; SmoothQuant's smoothing.
+ladder_add_test(test_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.cpp LIBS ladder_ref)
