@@ -4,9 +4,11 @@
 // Round says, ties to even; overflow and saturation; subnormals. Each check is a function counting
 // failures, run on the real encoder (0 failures) and on a planted wrong one (> 0 failures): rounding half
 // away from zero where nearest-even is asked, E4M3 without saturation, a decoder with the wrong bias.
-// The CPU's own conversion instructions are in test_formats_hw.cpp.
+// E4M3 / E5M2 are also compared with an independent oracle (the nearest value of their tables). The
+// CPU's own conversion instructions are in test_formats_hw.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -287,6 +289,49 @@ TEST_CASE("formats: subnormals") {
   CHECK(fbits(round_tf32(std::ldexp(1.0f, -137))) == 0u);
   CHECK(to_bf16(-0.0f) == 0x8000);
   CHECK(to_e4m3(-0.0f) == 0x80);
+}
+
+// An independent oracle for the FP8 formats: the nearest of the format's finite values, found by binary
+// search in the table of decoded values and compared in double, a tie going to the even code. That is
+// saturating round-to-nearest-even (beyond max the nearest finite value is max; +-inf too). Swept over
+// every 1021st float32 bit pattern (4.2 million inputs: every sign and exponent) and every float32 in
+// [-2^16, 2^16] whose low 11 bits are zero. enc is the encoder under test.
+int64_t nearest_failures(uint32_t max_code, float (*dec)(uint8_t), const std::function<uint32_t(float)>& enc) {
+  std::vector<double> v;
+  for (uint32_t c = 0; c <= max_code; ++c) v.push_back(dec(uint8_t(c)));
+  const auto oracle = [&](float x) {
+    const double a = std::fabs(double(x));
+    const size_t hi = size_t(std::lower_bound(v.begin(), v.end(), a) - v.begin());
+    uint32_t c;
+    if (hi == 0) c = 0;
+    else if (hi == v.size()) c = max_code;
+    else {
+      const double dl = a - v[hi - 1], dh = v[hi] - a;
+      c = dl < dh ? uint32_t(hi - 1) : dh < dl ? uint32_t(hi) : ((hi - 1) % 2 == 0 ? uint32_t(hi - 1) : uint32_t(hi));
+    }
+    return std::signbit(x) ? c | 0x80u : c;
+  };
+  int64_t bad = 0;
+  const auto one = [&](uint32_t u) {
+    const float x = std::bit_cast<float>(u);
+    if (!std::isnan(x)) bad += enc(x) != oracle(x);
+  };
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 1021) one(uint32_t(u));
+  for (uint32_t u = 0; u <= 0x47800000u; u += 1u << 11) {
+    one(u);
+    one(u | 0x80000000u);
+  }
+  return bad;
+}
+
+TEST_CASE("formats: E4M3 and E5M2 against the nearest value of their tables") {
+  CHECK(nearest_failures(0x7E, from_e4m3, [](float x) { return uint32_t(to_e4m3(x)); }) == 0);
+  CHECK(nearest_failures(0x7B, from_e5m2, [](float x) { return uint32_t(to_e5m2(x)); }) == 0);
+  // Planted: no saturation (overflow to NaN / inf) and ties away from zero both disagree with the oracle.
+  CHECK(nearest_failures(0x7E, from_e4m3, [](float x) {
+          return uint32_t(to_e4m3(x, Round::nearest_even, Overflow::to_inf_or_nan));
+        }) > 0);
+  CHECK(nearest_failures(0x7B, from_e5m2, [](float x) { return uint32_t(to_e5m2(x, Round::nearest_away)); }) > 0);
 }
 
 // The functions are constexpr: usable in constant expressions (and so in device code).
