@@ -79,6 +79,14 @@ inline int source_lane(WarpOp op, int lane, long long arg, int width) {
 
 // The last lane of `mask` has arrived: compute every lane's result and wake the others.
 inline void complete(Block& b, Warp& warp, int w, unsigned mask) {
+  if (warp.op[std::countr_zero(mask)] == WarpOp::matrix) {  // every lane of the mask: checked on arrival
+    void* lanes[32] = {};
+    for (unsigned m = mask; m; m &= m - 1) {
+      const int l = std::countr_zero(m);
+      lanes[l] = reinterpret_cast<void*>(warp.value[l]);
+    }
+    reinterpret_cast<void (*)(void* const*)>(warp.arg[std::countr_zero(mask)])(lanes);
+  }
   unsigned ballot = 0;
   for (unsigned m = mask; m; m &= m - 1) {
     const int l = std::countr_zero(m);
@@ -92,6 +100,7 @@ inline void complete(Block& b, Warp& warp, int w, unsigned mask) {
       case WarpOp::any: r = ballot != 0; break;
       case WarpOp::all: r = ballot == mask; break;
       case WarpOp::syncwarp: break;
+      case WarpOp::matrix: break;  // the emulation wrote each lane's operands
       default: {
         // Reading a lane outside the mask is undefined on the GPU: all-ones bits (NaN, -1) make it loud.
         const int src = source_lane(warp.op[l], l, warp.arg[l], warp.width[l]);
@@ -137,6 +146,8 @@ inline std::uint64_t collective(WarpOp op, const char* name, unsigned mask, std:
            where(b.waits_at[other]));
     if (warp.width[l] != width)
       fail(here(), "lane ", l, " passed width ", warp.width[l], ", this lane ", width);
+    if (op == WarpOp::matrix && warp.arg[l] != arg)
+      fail(here(), "lane ", l, " waits in ", b.waits_in[other], " with another shape or type, this lane in ", name);
     if (!others) break;
   }
   if (const unsigned gone = mask & warp.exited)
