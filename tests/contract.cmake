@@ -8,3 +8,9 @@ ladder_add_test(test_05_eplb_float32 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/05-eplb
 ladder_add_test(test_stages SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_stages.cpp LIBS ladder_cuda ladder_core)
 # The tolerance rule per independent slice: one head, sequence or token corrupted fails on every golden case.
 ladder_add_test(test_slices SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_slices.cpp LIBS ladder_core)
+# Low-precision formats (ladder/core/formats.hpp): every 8/16-bit pattern, every rounding boundary, and the
+# CPU's F16C / AVX512_BF16 conversions on all 2^32 float32 inputs where the build has them.
+ladder_add_test(test_formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_formats.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_formats_hw.cpp LIBS ladder_ref)
+# Quantisers (ladder/core/quant.hpp): every granularity within the derived per-element bound; transposed or
+# neighbouring scales fail it; zero tiles; the same bits for any thread count; SmoothQuant's smoothing.
+ladder_add_test(test_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.cpp LIBS ladder_ref)
