@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels_mma.hpp"
+#include "ladder/core/formats.hpp"
 #include "ladder/cuda/device.hpp"
 
 namespace simt_tests {
@@ -214,7 +215,7 @@ std::vector<std::uint32_t> mma_tile(MmaKind kind, const std::vector<std::uint32_
 
 bool mma_lane_map(bool planted) {
   std::vector<std::uint32_t> a(256), b(128), c(128, 0);  // 0.0f bits
-  const auto bf16 = [](int v) { return std::bit_cast<std::uint32_t>(static_cast<float>(v)) >> 16; };  // exact
+  const auto bf16 = [](int v) -> std::uint32_t { return ladder::formats::to_bf16(static_cast<float>(v)); };  // exact
   for (int i = 0; i < 256; ++i) a[i] = bf16((i / 16 * 3 + i % 16 * 5) % 7 - 3);
   for (int i = 0; i < 128; ++i) b[i] = bf16((i / 8 * 2 + i % 8 * 7) % 5 - 2);
   const std::vector<std::uint32_t> d = mma_tile(MmaKind::bf16, a, b, c, planted);

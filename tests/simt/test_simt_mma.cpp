@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "ladder/core/formats.hpp"
 #include "kernels_mma.hpp"
 
 namespace simt_tests {
@@ -95,19 +96,6 @@ TEST_CASE("ldmatrix_x4 (A) and ldmatrix_x2_trans (B) give the registers the mma 
 
 namespace {
 
-// Exact decodings written from the formats' definitions (independent of the emulation's).
-float bf16_value(std::uint32_t h) { return std::bit_cast<float>(h << 16); }
-float fp16_value(std::uint32_t h) {
-  const int e = (h >> 10) & 31, m = h & 1023;
-  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
-  return static_cast<float>(h >> 15 ? -v : v);
-}
-float e4m3_value(std::uint32_t q) {
-  const int e = (q >> 3) & 15, m = q & 7;
-  const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
-  return static_cast<float>(q >> 7 ? -v : v);
-}
-
 struct Tile {
   std::vector<std::uint32_t> a, b, c;
 };
@@ -118,7 +106,7 @@ Tile random_tile(MmaKind kind, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   const auto element = [&]() -> std::uint32_t {
     switch (kind) {
-      case MmaKind::bf16: return std::bit_cast<std::uint32_t>(u(rng)) >> 16;
+      case MmaKind::bf16: return ladder::formats::to_bf16(u(rng));
       case MmaKind::fp16: return (rng() & 0x8000u) | (8u + rng() % 14u) << 10 | (rng() & 0x3FFu);  // normal, no inf
       case MmaKind::e4m3: { const std::uint32_t q = rng() & 0xFFu; return (q & 0x7Fu) == 0x7Fu ? 0x3Fu : q; }
       default: return rng() & 0xFFu;  // s8
@@ -145,7 +133,12 @@ std::vector<std::uint32_t> reference(MmaKind kind, const Tile& t) {
         d[i * 8 + j] = static_cast<std::uint32_t>(s);
         continue;
       }
-      const auto value = kind == MmaKind::bf16 ? bf16_value : kind == MmaKind::fp16 ? fp16_value : e4m3_value;
+      namespace f = ladder::formats;
+      const auto value = [&](std::uint32_t bits) {
+        return kind == MmaKind::bf16   ? f::from_bf16(static_cast<std::uint16_t>(bits))
+               : kind == MmaKind::fp16 ? f::from_fp16(static_cast<std::uint16_t>(bits))
+                                       : f::from_e4m3(static_cast<std::uint8_t>(bits));
+      };
       float s = std::bit_cast<float>(t.c[i * 8 + j]);
       for (int x = 0; x < k; ++x) {
         const double p = static_cast<double>(value(t.a[i * k + x])) * value(t.b[x * 8 + j]);

@@ -6,46 +6,27 @@
 // sits in the lower bits (PTX ISA, "Matrix Data-types": .f16x2 / .bf16x2 / packed .s8 x4).
 //
 // Arithmetic of the emulated mma (the hardware's own order is not documented; a GPU run compares):
-// - bf16 / fp16 / e4m3 inputs are decoded exactly to float; each product a*b is exact in fp32 (at most
+// - bf16 / fp16 / e4m3 inputs are decoded exactly to float (ladder/core/formats.hpp, NaN payloads kept); each product a*b is exact in fp32 (at most
 //   8 x 8, 11 x 11 or 4 x 4 significand bits) unless it overflows or underflows fp32's range;
 // - d[i][j] = c[i][j], then d += a[i][k] * b[k][j] for k = 0, 1, ..., K-1, each addition rounded to
 //   nearest even in fp32 (IEEE: NaN and inf propagate, subnormals kept, no flush to zero);
 // - s8: exact products and sums in 32-bit two's complement, wrapping on overflow (no .satfinite).
 #pragma once
 #include <bit>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <source_location>
 #include <utility>
 #include <vector>
 
 #include "block.hpp"
+#include "ladder/core/formats.hpp"
 #include "config.hpp"
 #include "tsan.hpp"
 #include "warp.hpp"
 
 namespace simt::detail {
-
-// ---- element formats (exact decoding; agrees with ladder::formats on every bit pattern)
-inline float bf16_to_float(std::uint16_t h) { return std::bit_cast<float>(std::uint32_t{h} << 16); }
-
-inline float fp16_to_float(std::uint16_t h) {
-  const float sign = (h >> 15) ? -1.0f : 1.0f;
-  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-  if (e == 31) return m ? std::numeric_limits<float>::quiet_NaN() : sign * INFINITY;
-  return sign * (e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(static_cast<float>(1024 + m), e - 25));
-}
-
-// OCP FP8 E4M3 (bias 7, no infinities, S.1111.111 is NaN, largest finite 448).
-inline float e4m3_to_float(std::uint8_t q) {
-  const float sign = (q >> 7) ? -1.0f : 1.0f;
-  const int e = (q >> 3) & 0xF, m = q & 7;
-  if (e == 15 && m == 7) return std::numeric_limits<float>::quiet_NaN();
-  return sign * (e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(static_cast<float>(8 + m), e - 10));
-}
 
 // ---- fragment positions, in the register form: (row, column) of element `half` (0 = low bits) of
 // register `reg` held by `lane`. Tests compare these with the ISA's tables in their element form.
@@ -141,9 +122,10 @@ enum class Input { bf16, fp16, e4m3, s8 };
 
 template <Input In>
 float decode(std::uint32_t word, int i) {
-  if constexpr (In == Input::bf16) return bf16_to_float(static_cast<std::uint16_t>(word >> (16 * i)));
-  if constexpr (In == Input::fp16) return fp16_to_float(static_cast<std::uint16_t>(word >> (16 * i)));
-  if constexpr (In == Input::e4m3) return e4m3_to_float(static_cast<std::uint8_t>(word >> (8 * i)));
+  namespace f = ladder::formats;
+  if constexpr (In == Input::bf16) return f::from_bf16(static_cast<std::uint16_t>(word >> (16 * i)));
+  if constexpr (In == Input::fp16) return f::from_fp16(static_cast<std::uint16_t>(word >> (16 * i)));
+  if constexpr (In == Input::e4m3) return f::from_e4m3(static_cast<std::uint8_t>(word >> (8 * i)));
   return 0.0f;
 }
 
