@@ -135,7 +135,8 @@ __global__ void cp_async_probe_kernel(const int* src, int* out) {
   o[20] = s[320 + t];
 }
 
-// Thread t copies row t (8 floats) of the tile; variant 0: correct, 1: no wait, 2: reads before its wait.
+// Thread t copies row t (8 floats) of the tile; variant 0: correct, 1: no wait, 2: reads before its
+// wait, 3: no __syncthreads between the waits and the neighbour's read.
 __global__ void cp_async_rows_kernel(int variant, const float* src, float* out) {
   SIMT_DYNAMIC_SHARED(float, s);
   const int t = threadIdx.x, n = blockDim.x;
@@ -148,7 +149,7 @@ __global__ void cp_async_rows_kernel(int variant, const float* src, float* out) 
   if (variant != 1) simt::cp_async_wait_group<0>();
   if (variant != 2)
     for (int i = 0; i < 8; ++i) own += s[t * 8 + i];
-  __syncthreads();
+  if (variant != 3) __syncthreads();
   float next = 0.0f;
   for (int i = 0; i < 8; ++i) next += s[((t + 1) % n) * 8 + i];
   out[t] = own + next;
@@ -268,6 +269,7 @@ bool cp_async_rows(int variant) {
 
 bool cp_async_missing_wait(bool planted) { return cp_async_rows(planted ? 1 : 0); }
 bool cp_async_early_read(bool planted) { return cp_async_rows(planted ? 2 : 0); }
+bool cp_async_missing_barrier(bool planted) { return cp_async_rows(planted ? 3 : 0); }
 
 void mma_missing_lane() {
   DeviceBuffer<float> out(32);

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__CUDACC__)
+#if defined(__host__) && defined(__device__)  // nvcc, or the SIMT layer (where they are empty)
 #define TC_TABLE __host__ __device__ constexpr
 #else
 #define TC_TABLE constexpr
@@ -84,6 +84,9 @@ std::vector<std::int32_t> cp_async_probe();
 // cp.async and each thread sums the row of its neighbour after a __syncthreads.
 bool cp_async_missing_wait(bool planted);  // planted: no wait_group before the barrier
 bool cp_async_early_read(bool planted);    // planted: the thread reads its own row before its wait
+// planted: every thread waits for its own copies, but no __syncthreads before reading the neighbour's
+// row (which that thread's wait wrote): schedule-dependent, and a data race under TSan.
+bool cp_async_missing_barrier(bool planted);
 
 // ---- diagnostics: each must abort with "simt: error" and the line(s).
 void mma_missing_lane();  // lane 7 skips the mma
