@@ -233,10 +233,12 @@ TEST_CASE("broken tensor-core rules abort with \"simt: error\" and the line(s), 
   };
   const Diagnostic diagnostics[] = {
       {"mma_missing_lane", "exited", {mma_missing_lane_line}},
+      {"mma_missing_lane", "need all 32 lanes of the warp", {mma_missing_lane_line}},
       {"ldmatrix_mixed_shapes", "waits in a different collective, ldmatrix.x",
        {ldmatrix_mixed_shapes_lines[0], ldmatrix_mixed_shapes_lines[1]}},
       {"ldmatrix_before_wait", "is still copying", {ldmatrix_before_wait_lines[0], ldmatrix_before_wait_lines[1]}},
       {"mma_partial_warp", "which do not exist (the block has 48 threads", {mma_partial_warp_line}},
+      {"mma_partial_warp", "need all 32 lanes of the warp", {mma_partial_warp_line}},
   };
   for (const Diagnostic& d : diagnostics)
     for (const std::string schedule : {"forward", "reverse", "random:1"}) {

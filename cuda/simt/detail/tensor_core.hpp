@@ -92,7 +92,7 @@ inline void check_not_in_flight(const Block& b, const void* p, int bytes, const 
     if (lo < c.dst + c.bytes && c.dst < lo + bytes)
       fail(what, " at ", where(at), " in ", block_name(), ", ", thread_name(b, b.running), ": reads bytes that the cp.async of ",
            thread_name(b, tid), " at ", where(c.at),
-           " is still copying (no cp.async.wait_group of that thread has covered it, or no barrier since)");
+           " is still copying (no cp.async.wait_group of that thread has completed it yet)");
   };
   for (int tid = 0; tid < b.size; ++tid) {
     for (const AsyncCopy& c : b.async[tid].open) check(c, tid);
