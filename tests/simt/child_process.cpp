@@ -68,6 +68,8 @@ ChildResult run_child(const std::string& scenario, const std::vector<std::string
 
 namespace {
 
+const char* verdict(bool correct) { return correct ? "result=correct" : "result=wrong"; }
+
 void say(const std::string& line) {
   std::printf("simt-child: %s\n", line.c_str());
   std::fflush(stdout);
@@ -93,8 +95,8 @@ const std::map<std::string, std::function<void()>>& scenarios() {
       {"cp_async_missing_wait:fixed", [] { say(cp_async_missing_wait(false) ? "result=correct" : "result=wrong"); }},
       {"cp_async_early_read:planted", [] { say(cp_async_early_read(true) ? "result=correct" : "result=wrong"); }},
       {"cp_async_early_read:fixed", [] { say(cp_async_early_read(false) ? "result=correct" : "result=wrong"); }},
-      {"cp_async_missing_barrier:planted", [] { say(cp_async_missing_barrier(true) ? "result=correct" : "result=wrong"); }},
-      {"cp_async_missing_barrier:fixed", [] { say(cp_async_missing_barrier(false) ? "result=correct" : "result=wrong"); }},
+      {"cp_async_missing_barrier:planted", [] { say(verdict(cp_async_missing_barrier(true))); }},
+      {"cp_async_missing_barrier:fixed", [] { say(verdict(cp_async_missing_barrier(false))); }},
       {"mma_missing_lane", [] { mma_missing_lane(); }},
       {"ldmatrix_mixed_shapes", [] { ldmatrix_mixed_shapes(); }},
       {"ldmatrix_before_wait", [] { ldmatrix_before_wait(); }},

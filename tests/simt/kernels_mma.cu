@@ -75,7 +75,8 @@ __global__ void mma_tile_kernel(int kind, const std::uint32_t* a, const std::uin
   }
   for (int i = 0; i < 4; ++i) {
     const Cell p = c16x8(lane, i);
-    d[p.row * 8 + p.col] = kind == static_cast<int>(MmaKind::s8) ? static_cast<std::uint32_t>(di[i]) : __float_as_uint(df[i]);
+    const bool integer = kind == static_cast<int>(MmaKind::s8);
+    d[p.row * 8 + p.col] = integer ? static_cast<std::uint32_t>(di[i]) : __float_as_uint(df[i]);
   }
 }
 

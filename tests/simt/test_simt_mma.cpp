@@ -71,7 +71,8 @@ TEST_CASE("ldmatrix x1 / x2 / x4 and .trans: each lane's registers as the PTX IS
         const int g = lane / 4, t = lane % 4;
         std::uint32_t expect = 0;
         if (m < n)
-          expect = trans ? tag(m, 2 * t, g) | tag(m, 2 * t + 1, g) << 16 : tag(m, g, 2 * t) | tag(m, g, 2 * t + 1) << 16;
+          expect = trans ? tag(m, 2 * t, g) | tag(m, 2 * t + 1, g) << 16  // rows 2t, 2t + 1 of column g
+                         : tag(m, g, 2 * t) | tag(m, g, 2 * t + 1) << 16;
         CAPTURE(variant);
         CAPTURE(lane);
         CAPTURE(m);

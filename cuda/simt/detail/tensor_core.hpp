@@ -3,11 +3,13 @@
 //
 // Fragment layouts follow the PTX ISA (sections named where they are used); groupID = lane / 4 and
 // threadID_in_group = lane % 4 as there. Within a 32-bit register, the element with the lower index
-// sits in the lower bits (PTX ISA, "Matrix Data-types": .f16x2 / .bf16x2 / packed .s8 x4).
+// sits in the lower bits (a0 below a1 in an .f16x2 / .bf16x2 register, a0..a3 from the low byte up
+// in a .b32 of four .s8 / .e4m3), as the fragment tables order them.
 //
 // Arithmetic of the emulated mma (the hardware's own order is not documented; a GPU run compares):
-// - bf16 / fp16 / e4m3 inputs are decoded exactly to float (ladder/core/formats.hpp, NaN payloads kept); each product a*b is exact in fp32 (at most
-//   8 x 8, 11 x 11 or 4 x 4 significand bits) unless it overflows or underflows fp32's range;
+// - bf16 / fp16 / e4m3 inputs are decoded exactly to float (ladder/core/formats.hpp); each product
+//   a*b is exact in fp32 (at most 8 x 8, 11 x 11 or 4 x 4 significand bits) unless it overflows or
+//   underflows fp32's range;
 // - d[i][j] = c[i][j], then d += a[i][k] * b[k][j] for k = 0, 1, ..., K-1, each addition rounded to
 //   nearest even in fp32 (IEEE: NaN and inf propagate, subnormals kept, no flush to zero);
 // - s8: exact products and sums in 32-bit two's complement, wrapping on overflow (no .satfinite).
@@ -21,8 +23,8 @@
 #include <vector>
 
 #include "block.hpp"
-#include "ladder/core/formats.hpp"
 #include "config.hpp"
+#include "ladder/core/formats.hpp"
 #include "tsan.hpp"
 #include "warp.hpp"
 
@@ -90,7 +92,8 @@ inline void check_not_in_flight(const Block& b, const void* p, int bytes, const 
   const auto* lo = static_cast<const std::byte*>(p);
   const auto check = [&](const AsyncCopy& c, int tid) {
     if (lo < c.dst + c.bytes && c.dst < lo + bytes)
-      fail(what, " at ", where(at), " in ", block_name(), ", ", thread_name(b, b.running), ": reads bytes that the cp.async of ",
+      fail(what, " at ", where(at), " in ", block_name(), ", ", thread_name(b, b.running),
+           ": reads bytes that the cp.async of ",
            thread_name(b, tid), " at ", where(c.at),
            " is still copying (no cp.async.wait_group of that thread has completed it yet)");
   };
