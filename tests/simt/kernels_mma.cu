@@ -206,6 +206,20 @@ __global__ void mma_partial_warp_kernel(int* out) {
 }
 const int mma_partial_warp_line = __LINE__ - 3;
 
+// Variant 0: a 16-byte cp.async to an address 8 bytes off; 1: src_bytes 20 for a 16-byte copy;
+// 2: an ldmatrix row address 8 bytes off.
+__global__ void bad_operands_kernel(int variant, const float* src, std::uint32_t* out) {
+  SIMT_DYNAMIC_SHARED(float, s);
+  const int lane = threadIdx.x;
+  unsigned r = 0;
+  if (variant == 0) simt::cp_async_cg(s + 2, src);
+  if (variant == 1) simt::cp_async_cg(s, src, 20);
+  if (variant == 2) simt::ldmatrix_x1(r, s + 4 * lane + 2);
+  simt::cp_async_wait_all();
+  out[lane] = r;
+}
+const int bad_operands_lines[3] = {__LINE__ - 6, __LINE__ - 5, __LINE__ - 4};
+
 std::vector<std::uint32_t> mma_tile(MmaKind kind, const std::vector<std::uint32_t>& a,
                                     const std::vector<std::uint32_t>& b, const std::vector<std::uint32_t>& c,
                                     bool planted) {
@@ -287,6 +301,12 @@ void ldmatrix_before_wait() {
   src.fill_zero();
   DeviceBuffer<std::uint32_t> out(32);
   simt::launch(ldmatrix_before_wait_kernel, dim3(1), dim3(32), 512, src.data(), out.data());
+}
+
+void bad_operands(int variant) {
+  DeviceBuffer<float> src(64);
+  DeviceBuffer<std::uint32_t> out(32);
+  simt::launch(bad_operands_kernel, dim3(1), dim3(32), 1024, variant, src.data(), out.data());
 }
 
 void mma_partial_warp() {

@@ -95,6 +95,9 @@ void ldmatrix_mixed_shapes();  // lanes 0-15 call ldmatrix_x4, lanes 16-31 ldmat
 extern const int ldmatrix_mixed_shapes_lines[2];
 void ldmatrix_before_wait();  // ldmatrix of a tile whose cp.async has not been waited for
 extern const int ldmatrix_before_wait_lines[2];  // the ldmatrix, the cp.async
+// 0: a misaligned cp.async destination, 1: src_bytes above the copy size, 2: a misaligned ldmatrix row.
+void bad_operands(int variant);
+extern const int bad_operands_lines[3];
 void mma_partial_warp();  // block of 48 threads: the second warp has 16 lanes
 extern const int mma_partial_warp_line;
 
