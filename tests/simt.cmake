@@ -6,10 +6,15 @@ set(SIMT_TEST_KERNELS
     ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_primitives.cu
     ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_planted.cu
     ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_diagnostics.cu)
+# Tensor cores (cuda/simt/tensor_core.hpp): the E4M3 mma needs sm_89, so nvcc compiles these for it too.
+set(SIMT_MMA_KERNELS ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_mma.cu)
 ladder_add_test(test_simt SIMT
   SOURCES ${SIMT_TEST_KERNELS}
+          ${SIMT_MMA_KERNELS}
           ${CMAKE_CURRENT_LIST_DIR}/simt/child_process.cpp
           ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_primitives.cpp
           ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_detection.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_mma.cpp
   LIBS ladder_simt)
 ladder_nvcc_check(simt_tests SOURCES ${SIMT_TEST_KERNELS})
+ladder_nvcc_check(simt_mma SOURCES ${SIMT_MMA_KERNELS} ARCHS 80 89 90)

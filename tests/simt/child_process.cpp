@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels.hpp"
+#include "kernels_mma.hpp"
 
 namespace simt_tests {
 
@@ -67,6 +68,8 @@ ChildResult run_child(const std::string& scenario, const std::vector<std::string
 
 namespace {
 
+const char* verdict(bool correct) { return correct ? "result=correct" : "result=wrong"; }
+
 void say(const std::string& line) {
   std::printf("simt-child: %s\n", line.c_str());
   std::fflush(stdout);
@@ -85,6 +88,22 @@ const std::map<std::string, std::function<void()>>& scenarios() {
       {"partial_warp_shuffle", [] { partial_warp_shuffle(); }},
       {"deadlock", [] { deadlock(); }},
       {"big_locals", [] { say("big_locals=" + std::to_string(big_locals())); }},
+      // tensor cores (kernels_mma.cu)
+      {"mma_lane_map:planted", [] { say(mma_lane_map(true) ? "result=correct" : "result=wrong"); }},
+      {"mma_lane_map:fixed", [] { say(mma_lane_map(false) ? "result=correct" : "result=wrong"); }},
+      {"cp_async_missing_wait:planted", [] { say(cp_async_missing_wait(true) ? "result=correct" : "result=wrong"); }},
+      {"cp_async_missing_wait:fixed", [] { say(cp_async_missing_wait(false) ? "result=correct" : "result=wrong"); }},
+      {"cp_async_early_read:planted", [] { say(cp_async_early_read(true) ? "result=correct" : "result=wrong"); }},
+      {"cp_async_early_read:fixed", [] { say(cp_async_early_read(false) ? "result=correct" : "result=wrong"); }},
+      {"cp_async_missing_barrier:planted", [] { say(verdict(cp_async_missing_barrier(true))); }},
+      {"cp_async_missing_barrier:fixed", [] { say(verdict(cp_async_missing_barrier(false))); }},
+      {"mma_missing_lane", [] { mma_missing_lane(); }},
+      {"cp_async_misaligned", [] { bad_operands(0); }},
+      {"cp_async_src_bytes", [] { bad_operands(1); }},
+      {"ldmatrix_misaligned", [] { bad_operands(2); }},
+      {"ldmatrix_mixed_shapes", [] { ldmatrix_mixed_shapes(); }},
+      {"ldmatrix_before_wait", [] { ldmatrix_before_wait(); }},
+      {"mma_partial_warp", [] { mma_partial_warp(); }},
   };
   return table;
 }

@@ -6,6 +6,7 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -22,7 +23,22 @@ namespace simt::detail {
 
 enum class ThreadState : std::uint8_t { unstarted, runnable, at_barrier, in_warp_collective, exited };
 
-enum class WarpOp : std::uint8_t { shfl, shfl_up, shfl_down, shfl_xor, ballot, any, all, syncwarp };
+// matrix: a tensor-core collective (ldmatrix, mma.sync; tensor_core.hpp). Each lane passes a pointer
+// to its operands as `value` and the emulating function as `arg`; the last lane to arrive runs it once.
+enum class WarpOp : std::uint8_t { shfl, shfl_up, shfl_down, shfl_xor, ballot, any, all, syncwarp, matrix };
+
+// A cp.async a thread has issued and whose wait_group has not come yet (tensor_core.hpp): the copy
+// is deferred until then, and its destination reads as 0xFF bytes meanwhile.
+struct AsyncCopy {
+  std::byte* dst;
+  const std::byte* src;
+  int bytes, src_bytes;  // bytes past src_bytes are zero-filled
+  std::source_location at;
+};
+struct AsyncCopies {
+  std::vector<AsyncCopy> open;                    // issued since the last commit_group
+  std::deque<std::vector<AsyncCopy>> committed;  // oldest group first
+};
 
 // The collectives the lanes of one warp are waiting in. A collective completes when every lane of
 // its mask has arrived; disjoint masks may be pending at the same time (divergent branches).
@@ -63,7 +79,8 @@ struct Block {
         waits_at(size),
         waits_in(size),
         order(size),
-        warps((size + 31) / 32) {
+        warps((size + 31) / 32),
+        async(size) {
     // Linear thread id = x + y*Dx + z*Dx*Dy: warps are consecutive runs of 32 linear ids, as on the GPU.
     for (int t = 0; t < size; ++t)
       thread_index[t] = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
@@ -99,6 +116,7 @@ struct Block {
   std::vector<const char*> waits_in;           // the primitive it waits in, for diagnostics
   std::vector<int> order;                      // the schedule: the sweep order of thread ids
   std::vector<Warp> warps;
+  std::vector<AsyncCopies> async;  // per thread: its cp.async copies in flight
   int running = -1;  // thread id of the fiber now running; -1 while the scheduler runs
   int live = 0;      // threads that have not exited
   int at_barrier = 0;

@@ -99,6 +99,7 @@ inline void run_block(Block& b, long linear_index) {
   b.rng.seed(b.config.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(linear_index));
   std::fill(b.state.begin(), b.state.end(), ThreadState::unstarted);
   for (auto& w : b.warps) w.waiting = w.exited = 0;
+  for (auto& a : b.async) a.open.clear(), a.committed.clear();  // copies never waited for are dropped
   b.live = b.size;
   b.at_barrier = 0;
   // Uninitialised shared memory reads as NaN (float, double) or -1 (integers), never as a lucky 0.

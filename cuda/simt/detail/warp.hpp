@@ -24,6 +24,9 @@ namespace simt::detail {
 
 inline constexpr const char* partial_branch_hint =
     "a branch taken by only some lanes must pass the mask of exactly those lanes";
+inline constexpr const char* whole_warp_hint = "ldmatrix and mma.sync.aligned need all 32 lanes of the warp";
+
+inline const char* hint(WarpOp op) { return op == WarpOp::matrix ? whole_warp_hint : partial_branch_hint; }
 
 inline std::string hex(unsigned mask) {
   char text[16];
@@ -79,6 +82,14 @@ inline int source_lane(WarpOp op, int lane, long long arg, int width) {
 
 // The last lane of `mask` has arrived: compute every lane's result and wake the others.
 inline void complete(Block& b, Warp& warp, int w, unsigned mask) {
+  if (warp.op[std::countr_zero(mask)] == WarpOp::matrix) {  // every lane of the mask: checked on arrival
+    void* lanes[32] = {};
+    for (unsigned m = mask; m; m &= m - 1) {
+      const int l = std::countr_zero(m);
+      lanes[l] = reinterpret_cast<void*>(warp.value[l]);
+    }
+    reinterpret_cast<void (*)(void* const*)>(warp.arg[std::countr_zero(mask)])(lanes);
+  }
   unsigned ballot = 0;
   for (unsigned m = mask; m; m &= m - 1) {
     const int l = std::countr_zero(m);
@@ -92,6 +103,7 @@ inline void complete(Block& b, Warp& warp, int w, unsigned mask) {
       case WarpOp::any: r = ballot != 0; break;
       case WarpOp::all: r = ballot == mask; break;
       case WarpOp::syncwarp: break;
+      case WarpOp::matrix: break;  // the emulation wrote each lane's operands
       default: {
         // Reading a lane outside the mask is undefined on the GPU: all-ones bits (NaN, -1) make it loud.
         const int src = source_lane(warp.op[l], l, warp.arg[l], warp.width[l]);
@@ -119,7 +131,8 @@ inline std::uint64_t collective(WarpOp op, const char* name, unsigned mask, std:
   if (!(mask & self)) fail(here(), "the calling lane ", lane, " is not in the mask");
   if (const unsigned missing = mask & ~lanes_in_warp(b, w))
     fail(here(), "the mask names ", lane_list(missing), ", which do not exist (the block has ", b.size,
-         " threads, so this warp has ", lane_list(lanes_in_warp(b, w)), ")");
+         " threads, so this warp has ", lane_list(lanes_in_warp(b, w)),
+         op == WarpOp::matrix ? cat("; ", whole_warp_hint, ")") : std::string(")"));
   if (width < 1 || width > 32 || !std::has_single_bit(static_cast<unsigned>(width)))
     fail(here(), "width ", width, " is not a power of two in [1, 32]");
   // Waiting lanes of the same collective were checked against each other on arrival, so one of
@@ -137,10 +150,12 @@ inline std::uint64_t collective(WarpOp op, const char* name, unsigned mask, std:
            where(b.waits_at[other]));
     if (warp.width[l] != width)
       fail(here(), "lane ", l, " passed width ", warp.width[l], ", this lane ", width);
+    if (op == WarpOp::matrix && warp.arg[l] != arg)
+      fail(here(), "lane ", l, " waits in ", b.waits_in[other], " with another shape or type, this lane in ", name);
     if (!others) break;
   }
   if (const unsigned gone = mask & warp.exited)
-    fail(here(), "the mask names ", lane_list(gone), ", which exited (", partial_branch_hint, ")");
+    fail(here(), "the mask names ", lane_list(gone), ", which exited (", hint(op), ")");
   warp.op[lane] = op;
   warp.mask[lane] = mask;
   warp.width[lane] = width;
@@ -176,7 +191,7 @@ inline void lane_exited(Block& b, int tid) {
     const int l = std::countr_zero(m), other = 32 * (tid / 32) + l;
     if (warp.mask[l] & self)
       fail(b.waits_in[other], " at ", where(b.waits_at[other]), " in ", block_name(), ", warp ", tid / 32, ", mask ",
-           hex(warp.mask[l]), ": lane ", tid % 32, " exited without calling it (", partial_branch_hint, ")");
+           hex(warp.mask[l]), ": lane ", tid % 32, " exited without calling it (", hint(warp.op[l]), ")");
   }
 }
 
