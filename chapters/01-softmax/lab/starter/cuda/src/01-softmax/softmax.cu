@@ -66,6 +66,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// A long row's sum in runs (chapter 01 "Long rows"; ladder/01-softmax/softmax.hpp, row_sum): summed in
+// one run, the float normaliser of a 2^20-entry row is off by 1.9e-3 (one thread, v1) or 3e-5 (one run
+// per lane of a warp, v4), which the tolerance rule fails; runs of kRun consecutive terms (v1) or of kRun
+// elements per lane (v4, 32 kRun columns) added into an outer sum stay near 1e-6.
+constexpr int kRun = 1024;
+
 // v1: thread r owns row r: d = sum_j e^{x_j}; y_i = e^{x_i} / d.
 __global__ void softmax_v1_naive(const float* x, float* y, int rows, int cols) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
@@ -73,7 +79,11 @@ __global__ void softmax_v1_naive(const float* x, float* y, int rows, int cols) {
   const float* xr = x + (size_t)r * cols;
   float* yr = y + (size_t)r * cols;
   float d = 0.0f;
-  for (int j = 0; j < cols; ++j) d += expf(xr[j]);
+  for (int j0 = 0; j0 < cols; j0 += kRun) {
+    float run = 0.0f;
+    for (int j = j0; j < min(cols, j0 + kRun); ++j) run += expf(xr[j]);
+    d += run;
+  }
   if (!(d < INFINITY)) d = NAN;  // overflow or +inf (d = inf), or a NaN: the row is NaN
   for (int i = 0; i < cols; ++i) yr[i] = expf(xr[i]) / d;
 }
@@ -230,7 +240,11 @@ __global__ void softmax_v4_online_warp(const float* x, float* y, int rows, int c
   const float* xr = x + (size_t)r * cols;
   float* yr = y + (size_t)r * cols;
   MD md{-INFINITY, 0.0f};
-  for (int j = lane; j < cols; j += 32) md = md_merge(md, MD{xr[j], 1.0f});
+  for (int j0 = 0; j0 < cols; j0 += 32 * kRun) {  // runs of kRun per lane, merged into md (see kRun)
+    MD run{-INFINITY, 0.0f};
+    for (int j = j0 + lane; j < min(cols, j0 + 32 * kRun); j += 32) run = md_merge(run, MD{xr[j], 1.0f});
+    md = md_merge(md, run);
+  }
   md = warp_merge(md);
   for (int i = lane; i < cols; i += 32) yr[i] = md.m == -INFINITY ? md.d : expf(xr[i] - md.m) / md.d;
 }

@@ -58,8 +58,8 @@ namespace ladder::softmax {
 
 // The sum pass's order (chapter 01, "Long rows"). Summed in index order, the float normaliser of a
 // 2^20-entry row is off by 1.9e-3: every addition rounds at the scale of the grown partial sum, and the
-// roundings do not cancel. The tolerance rule fails that (its floor admits sequential runs of up to
-// 4096 terms, core/compare_elementwise.hpp), as kernels never sum so: a block's threads or a vector's
+// roundings do not cancel. The tolerance rule fails that (its floor admits short sequential runs,
+// core/compare_elementwise.hpp), as kernels never sum so: a block's threads or a vector's
 // lanes each sum a short run and the runs are combined as a tree. So at float the rungs sum pairwise
 // (core/fixed_order.hpp: eight lanes over runs of 64, halves combined; at 2^20 off by about 5e-8). At
 // double -- the oracle -- in index order, the order the goldens were written in (its error there is
