@@ -143,7 +143,8 @@ Contract contract_02_attention() {
   c.oracle_doc = "naive_forward<double> and naive_backward<double> of the float32 inputs; every shape above "
                  "(GQA / MQA, d_v != d, windows, seqlens) is the oracle's; the flash, tiled, recompute and CUDA rungs "
                  "compute H_kv = H_q, d_v = d, no window, no seqlens only, and refuse the rest by name";
-  c.baseline_doc = "naive forward and backward_naive in float32 (a float64 candidate: that error x 2^-29, k + 1)";
+  c.baseline_doc = "naive forward and backward_naive in float32 in a fixed order (core/fixed_order.hpp; D = rowsum(dO o "
+                   "O) as FA2 computes it; a float64 candidate: that error x 2^-29, k + 1)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_naive<double>(inputs(t, params)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);

@@ -274,7 +274,8 @@ Contract contract_04_moe() {
   for (OutputSpec& o : c.outputs)
     if (o.rule != Rule::exact) o.slice_axes = 1;
   c.oracle_doc = "gate<double>, stable counting sort, dense_loop<double> (per token, per selected expert) on the float32 inputs";
-  c.baseline_doc = "gate + dense_loop in float32 (the oracle's experts where a near-tie routes differently)";
+  c.baseline_doc = "gate + dense_loop in float32 in a fixed order (core/fixed_order.hpp; the oracle's experts where a "
+                   "near-tie routes differently)";
   c.oracle = oracle;
   c.baseline = baseline;
   c.run_rung = run_rung_04;
