@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "ladder/core/contract.hpp"
 #include "ladder/core/fixed_order.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/npy.hpp"
@@ -29,24 +30,31 @@ nlohmann::json case_manifest(const std::string& stage, const std::vector<std::st
                              const nlohmann::json&, const nlohmann::json&) {
   throw Error("lab_oracle: case_manifest(" + stage + ") is not available in the judge's library");
 }
+const Contract& contract(const std::string& stage) {
+  throw Error("lab_oracle: contract(" + stage + ") is not available in the judge's library");
+}
+nlohmann::json rules_json(const Contract& c, const nlohmann::json&) {
+  throw Error("lab_oracle: rules_json(" + c.stage + ") is not available in the judge's library");
+}
 // Stage 04's case reader: the rest of the project reads case folders through the contract
 // (ref/src/04-moe/contract.cpp, read_case), which lives in ladder_core; the judge is compiled apart from it,
 // so it reads the committed case's files itself (digest not checked: the golden drift tests check it).
 namespace moe {
-inline Config config_from_json(const nlohmann::json& c) {
+// The model's widths are in "config", the routing in "params" (each value stored once).
+inline Config config_from_json(const nlohmann::json& c, const nlohmann::json& p) {
   Config r;
   r.hidden = c.at("hidden").get<Index>();
   r.inter = c.at("inter").get<Index>();
-  r.n_experts = c.at("n_experts").get<Index>();
-  r.top_k = c.at("top_k").get<Index>();
-  r.n_group = c.at("n_group").get<Index>();
-  r.topk_group = c.at("topk_group").get<Index>();
-  r.route_scale = c.at("route_scale").get<double>();
-  const std::string gate = c.at("gate").get<std::string>();
+  r.shared_inter = c.at("shared_inter").get<Index>();
+  r.n_experts = p.at("n_experts").get<Index>();
+  r.top_k = p.at("top_k").get<Index>();
+  r.n_group = p.at("n_group").get<Index>();
+  r.topk_group = p.at("topk_group").get<Index>();
+  r.route_scale = p.at("route_scale").get<double>();
+  const std::string gate = p.at("gate").get<std::string>();
   require(gate == "v3_sigmoid" || gate == "v2_softmax", "04-moe case: gate '{}' violates gate in {{v3_sigmoid, v2_softmax}}",
           gate);
   r.gate = gate == "v3_sigmoid" ? GateKind::v3_sigmoid : GateKind::v2_softmax;
-  r.shared_inter = c.at("shared_inter").get<Index>();
   check_config(r);
   return r;
 }
@@ -74,7 +82,7 @@ GoldenCase load_case(const std::filesystem::path& dir) {
   GoldenCase g;
   g.name = j.value("case", "");
   g.seed = j.value("seed", uint64_t{0});
-  const Config c = config_from_json(j.at("config"));
+  const Config c = config_from_json(j.at("config"), j.at("params"));
   // A case written alone (--case --out) holds the weights itself; a committed case names the sibling
   // folder that holds them ("model").
   std::filesystem::path model = dir;
@@ -98,10 +106,10 @@ GoldenCase load_case(const std::filesystem::path& dir) {
   require(x.shape.size() == 2 && x.cols() == D, "{}: x.npy shape {} violates [T, {}]", dir.string(), shape_str(x.shape),
           D);
   g.x = x.mat().cast<double>();
-  const auto& o = j.at("options");
-  g.dropping = o.at("dropping").get<bool>();
-  g.options.capacity_factor = o.at("capacity_factor").get<double>();
-  g.options.shards = o.at("shards").get<Index>();
+  const auto& p = j.at("params");
+  g.dropping = p.at("dropping").get<bool>();
+  g.options.capacity_factor = p.at("capacity_factor").get<double>();
+  g.options.shards = j.at("options").at("shards").get<Index>();
   check_weights(w);
   return g;
 }

@@ -5,6 +5,7 @@
 // inputs cannot pass a wrong candidate. SHA-256 as in FIPS 180-4.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <fstream>
@@ -94,6 +95,26 @@ void seal_case(const fs::path& dir) {
   write_json(cj, j);
 }
 
+nlohmann::json rules_json(const Contract& c, const nlohmann::json& names) {
+  nlohmann::json rules = nlohmann::json::object();
+  for (const OutputSpec& o : c.outputs) {
+    if (!names.is_null() && !(names.is_array() ? std::find(names.begin(), names.end(), o.name) != names.end()
+                                                 : names.contains(o.name)))
+      continue;
+    nlohmann::json r = {{"rule", rule_name(o.rule)}, {"why", o.why}};
+    if (o.rule != Rule::exact) {
+      r["k"] = o.k;
+      r["floor_ulps"] = o.floor_ulps;
+      if (o.slice_axes > 0) r["slice_axes"] = o.slice_axes;
+      if (!o.judged_with.empty()) r["judged_with"] = o.judged_with;
+      if (o.device_rel > 0) r["device_rel"] = o.device_rel;
+    }
+    rules[o.name] = r;
+  }
+  if (!c.baseline_doc.empty()) rules["baseline"] = c.baseline_doc;
+  return rules;
+}
+
 void write_case(const Contract& c, const fs::path& dir, const Tensors& inputs, const nlohmann::json& params,
                 const Tensors& outputs, nlohmann::json extra) {
   require(!fs::exists(dir) || fs::is_directory(dir), "--out {}: exists and is not a folder", dir.string());
@@ -107,9 +128,8 @@ void write_case(const Contract& c, const fs::path& dir, const Tensors& inputs, c
   for (const auto& [name, d] : outputs) {
     write_npy(dir / (name + ".npy"), d.dtype, d.shape, d.bytes.data());
     files.push_back(name + ".npy"), out_names.push_back(name);
-    const OutputSpec& o = c.output(name);
-    rules[name] = {{"rule", rule_name(o.rule)}, {"k", o.k}, {"why", o.why}};
   }
+  rules = rules_json(c, out_names);
   nlohmann::json j = {{"format_version", kGoldenFormatVersion},
                       {"stage", c.stage},
                       {"generator", std::string("ladder ") + kVersion},

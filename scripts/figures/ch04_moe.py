@@ -41,7 +41,7 @@ def main(out_dir):
     case = "e16_dropping_zipf"
     cj = json.load(open(os.path.join(GOLDEN, case, "case.json")))
     T, k = cj["shapes"]["topk_idx"]
-    cf = cj["options"]["capacity_factor"]
+    cf = cj["params"]["capacity_factor"]
     idx = load(case, "topk_idx").reshape(-1)
     kept = load(case, "kept")
     kept_per = np.bincount(idx[kept == 1], minlength=E)

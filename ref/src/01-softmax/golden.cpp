@@ -120,10 +120,7 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
   nlohmann::json shapes = {{"x", x.shape}, {"y", y.shape}};
   nlohmann::json dtypes = {{"x", "<f4"}, {"y", "<f8"}};
   nlohmann::json j = case_manifest("01-softmax", {"naive", "safe", "online"}, c.seed, shapes, dtypes,
-                                   {{"rule", "max|cand - oracle| <= k * max|baseline - oracle| + floor"},
-                                    {"k", 2},
-                                    {"floor_ulps", 4},
-                                    {"baseline", "safe softmax in the candidate's precision"}});
+                                   rules_json(contract("01-softmax"), shapes));
   j["case"] = name;
   j["description"] = c.what;
   j["oracle"] = "safe softmax in float64 of the float32 input";

@@ -158,13 +158,7 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
   std::vector<std::string> rungs{"naive", "flash", "tiled", "backward_naive", "backward_recompute"};
   if (!p.plain()) rungs = c.backward ? std::vector<std::string>{"naive", "backward_naive"} : std::vector<std::string>{"naive"};
   nlohmann::json j = case_manifest(
-      kStage, rungs, c.seed, shapes, dtypes,
-      {{"rule", "max|cand - oracle| <= k * max|baseline - oracle| + floor"},
-       {"k_forward", 2},
-       {"k_backward", 3},
-       {"floor_ulps", 4},
-       {"baseline", "naive (O, L, m) and backward_naive (dQ, dK, dV, D) in the candidate's precision"},
-       {"gradients", "dQ, dK, dV compared as one tensor (the gradient), so an exactly zero part has a floor"}});
+      kStage, rungs, c.seed, shapes, dtypes, rules_json(contract(kStage), shapes));
   j["case"] = name;
   j["description"] = c.what;
   j["problem"] = {{"B", p.B},           {"H", p.H},

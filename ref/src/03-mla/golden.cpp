@@ -186,11 +186,7 @@ void write_golden_case(const std::string& name, const fs::path& dir, bool whole)
                                  {"block_table", "<i4"}, {"blocks", "<f4"}, {"u", "<f8"},
                                  {"scores", "<f8"}, {"lse", "<f8"}};
   nlohmann::json j = case_manifest(kStage, {"CD", "CC", "A_CC", "A_CC_ME", "AM", "flash_mla"}, c.spec.seed, shapes,
-                                   dtypes,
-                                   {{"rule", "max|cand - oracle| <= k * max|baseline - oracle| + floor"},
-                                    {"k", 2},
-                                    {"floor_ulps", 4},
-                                    {"baseline", "CD in float32 (the same-precision naive rung)"}});
+                                   dtypes, rules_json(contract(kStage), shapes));
   j["case"] = name;
   j["description"] = c.what;
   j["model"] = kModelCase;

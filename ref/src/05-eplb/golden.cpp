@@ -115,7 +115,7 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
     files.push_back(out_name + ".npy");
     outputs.push_back(out_name);
   }
-  nlohmann::json j = case_manifest(kStage, {c.rung}, c.seed, shapes, dtypes, "exact");
+  nlohmann::json j = case_manifest(kStage, {c.rung}, c.seed, shapes, dtypes, rules_json(contract(kStage), shapes));
   j["case"] = name;
   j["description"] = c.what;
   j["params"] = {{"num_replicas", c.cfg.num_replicas}, {"num_groups", c.cfg.num_groups},

@@ -132,7 +132,8 @@ void write_golden_case(const std::string& name, const std::filesystem::path& dir
     files.push_back(n + ".npy"), outputs.push_back(n);
   }
   std::vector<std::string> rungs;
-  nlohmann::json j = case_manifest(kStage, golden_case_rungs(name), golden_case_seed(name), shapes, dtypes, 0.0);
+  nlohmann::json j = case_manifest(kStage, golden_case_rungs(name), golden_case_seed(name), shapes, dtypes,
+                                   rules_json(contract(kStage), shapes));
   j["case"] = name;
   j["description"] = golden_case_description(name);
   j["outputs"] = outputs;

@@ -178,6 +178,10 @@ CaseFolder read_case(const Contract& c, const std::filesystem::path& dir);
 // Writes inputs, outputs and case.json (with params, the contract's rules and the digest).
 void write_case(const Contract& c, const std::filesystem::path& dir, const Tensors& inputs,
                 const nlohmann::json& params, const Tensors& outputs, nlohmann::json extra = nlohmann::json::object());
+// The contract's rules for the outputs `names` (a JSON array of names or an object keyed by them; null: every
+// output), as case.json's "tolerance" records them: written from the contract, never typed twice, and never
+// read back (check() takes the rule from the contract).
+nlohmann::json rules_json(const Contract& c, const nlohmann::json& names = nullptr);
 // Adds "digest" (sha256 of every file case.json lists under "files") to an existing case.json.
 void seal_case(const std::filesystem::path& dir);
 std::string sha256_hex(const std::string& bytes);
