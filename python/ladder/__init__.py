@@ -14,8 +14,8 @@
     ladder.check("01-softmax", {"x": x}, y)      # the tolerance rule's report as a dict ("pass", ...)
     case = ladder.golden("01-softmax", "len_97")  # {"inputs", "params", "outputs", "arrays", "manifest"}
 
-Every rung reads C-contiguous float32/float64 arrays in place (no copy) and returns new numpy arrays
-it wrote directly. Bad arguments raise TypeError (type, dtype) or ValueError (shape, layout, empty,
+Every rung runs through its stage's contract (Contract::run_rung; one copy in, one out) on C-contiguous
+float32/float64 arrays, at the precision of its float inputs (float64 data is not rounded to float32). Bad arguments raise TypeError (type, dtype) or ValueError (shape, layout, empty,
 NaN where the stage forbids it, a violated parameter constraint), each naming the argument.
 """
 import json
@@ -48,28 +48,57 @@ def cost(stage, rung, shape, backend="ref"):
     return _ladder.cost(stage, backend, rung, [int(s) for s in shape])
 
 
+def _precision_of(name, a):
+    """float32 / float64 from a float array's dtype (the precision the rung runs at); anything else raises."""
+    if not isinstance(a, np.ndarray):
+        return "float32"  # the conversion names what it got (a list, a numpy scalar, ...)
+    if a.dtype == np.float32:
+        return "float32"
+    if a.dtype == np.float64:
+        return "float64"
+    raise TypeError(f"{name}: dtype {a.dtype}; float32 or float64 required")
+
+
 def softmax(x, rung="online", backend="ref"):
-    """Stage 01: softmax over the last axis of x [..., cols]."""
-    return _ladder.softmax(backend, rung, x)
+    """Stage 01: softmax over the last axis of x [..., cols]; float32 x runs the rung's float32 function,
+    float64 x its float64 one (on x as given). Sugar over run("01-softmax", rung, x=x)."""
+    precision = _precision_of("x", x)
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        raise ValueError("x: a 0-d array, violates rank >= 1 ([..., cols], softmax over the last axis)")
+    return _run_contract("01-softmax", rung, backend, precision, {"x": x})["y"]
 
 
 def attention(Q, K, V, rung="tiled", backend="ref", causal=False, scale=None):
-    """Stage 02 forward: Q [B, H, Nq, d], K, V [B, H, Nk, d] -> {"O": [B, H, Nq, d], "L", "m": [B, H, Nq]}.
+    """Stage 02 forward: Q [B, H, Nq, d], K, V [B, H_kv, Nk, d] -> {"O": [B, H, Nq, d], "L", "m": [B, H, Nq]}.
 
     scale defaults to 1/sqrt(d); causal masks align bottom-right (query i sees key j iff j <= i + Nk - Nq).
-    """
-    return _ladder.attention_forward(backend, rung, Q, K, V, bool(causal), scale)
+    The precision is Q's dtype. Sugar over run("02-attention", rung, Q=Q, K=K, V=V, causal=..., scale=...)."""
+    if rung.startswith("backward"):
+        raise ValueError(f"rung: '{rung}' is a backward rung; call attention_backward (or run) for it")
+    kw = {"Q": Q, "K": K, "V": V, "causal": bool(causal)}
+    if scale is not None:
+        if not np.isfinite(scale):
+            raise ValueError(f"scale: {scale} violates scale finite")
+        kw["scale"] = float(scale)
+    return _run_contract("02-attention", rung, backend, _precision_of("Q", Q), kw)
 
 
 def attention_backward(Q, K, V, O, dO, L, rung="backward_recompute", backend="ref", causal=False, scale=None):
-    """Stage 02 backward: Q, K, V, O, dO, L -> {"dQ", "dK", "dV", "D"} (names as in the stage's contract)."""
+    """Stage 02 backward: Q, K, V, O, dO, L -> {"dQ", "dK", "dV", "D"} (names as in the stage's contract).
+
+    A typed call of its own, not the contract's run: FlashAttention-2's backward takes the caller's saved O and
+    L, where the contract's run recomputes them from Q, K, V (run("02-attention", "backward_...", dO=...))."""
     return _ladder.attention_backward(backend, rung, Q, K, V, O, dO, L, bool(causal), scale)
 
 
 def eplb(weight, rung="hierarchical", num_replicas=0, num_groups=1, num_nodes=1, num_gpus=1, num_packs=1):
-    """Stage 05: weight [L, n] (expert loads) -> the rung's int64 maps by name (phy2log, log2phy, ...)."""
-    return _ladder.eplb("ref", rung, weight, int(num_replicas), int(num_groups), int(num_nodes), int(num_gpus),
-                        int(num_packs))
+    """Stage 05: weight [L, n] (expert loads) -> the rung's int64 maps by name (phy2log, log2phy, ...).
+    Sugar over run("05-eplb", rung, weight=..., num_replicas=..., ...)."""
+    kw = {"weight": weight, "num_replicas": int(num_replicas), "num_groups": int(num_groups),
+          "num_nodes": int(num_nodes), "num_gpus": int(num_gpus)}
+    if rung == "balanced_packing":
+        kw["num_packs"] = int(num_packs)
+    return _run_contract("05-eplb", rung, "ref", "float64", kw)
 
 
 def _run_contract(stage, rung, backend, precision, kwargs):
@@ -135,30 +164,22 @@ def _disagg(backend, rung, kw):
     return _run_contract("06-disagg", rung, backend, "float64", kw)
 
 
-_CALLS = {
-    "01-softmax": lambda backend, rung, kw: softmax(rung=rung, backend=backend, **kw),
-    "02-attention": lambda backend, rung, kw: (
-        attention_backward(rung=rung, backend=backend, **kw) if rung.startswith("backward")
-        else attention(rung=rung, backend=backend, **kw)),
-    "03-mla": lambda backend, rung, kw: mla(rung=rung, backend=backend, **kw),
-    "04-moe": lambda backend, rung, kw: moe(rung=rung, backend=backend, **kw),
-    "05-eplb": lambda backend, rung, kw: eplb(rung=rung, **kw),
-    "06-disagg": _disagg,
-}
-
-
 def run(stage, rung, backend="ref", **inputs):
-    """Any registered rung by stage and id, inputs as keyword arguments. Stages 01-06 keep their typed
-    calls above (softmax, attention, mla, ...); any other stage runs through its case contract: inputs
-    and params named as in describe(stage), precision="float32" | "float64", outputs by name."""
+    """Any registered rung by stage and id through its case contract (Contract::run_rung): inputs and params
+    named as in describe(stage), precision="float32" | "float64" (default: float64 when the first float input
+    is float64, else float32), outputs by name. 06-disagg's step models and goodput take their own arguments
+    (step_time, goodput). The per-stage functions above are sugar over this."""
     if backend == "cuda" and stage == "05-eplb":
         raise ValueError("backend: 05-eplb's CUDA rungs are the data plane (load counting, replica mapping), "
                          "not registered rungs; use backend='ref'")
-    if stage in _CALLS:
-        return _CALLS[stage](backend, rung, inputs)
+    if stage == "06-disagg":
+        return _disagg(backend, rung, inputs)
     if stage not in stages():
         raise ValueError(f"stage: '{stage}' is not a stage (stages: {', '.join(stages())})")
-    precision = inputs.pop("precision", "float32")
+    precision = inputs.pop("precision", None)
+    if precision is None:
+        floats = [v.dtype for v in inputs.values() if isinstance(v, np.ndarray) and v.dtype.kind == "f"]
+        precision = "float64" if floats and floats[0] == np.float64 else "float32"
     return _run_contract(stage, rung, backend, precision, inputs)
 
 

@@ -101,18 +101,6 @@ PYBIND11_MODULE(_ladder, m) {
         "the rung's Cost for the shape its stage documents");
 
   m.def(
-      "softmax",
-      [](const std::string& backend, const std::string& id, py::handle x) {
-        return softmax_rung(lookup("01-softmax", backend, id), x);
-      },
-      py::arg("backend"), py::arg("id"), py::arg("x"));
-  m.def(
-      "attention_forward",
-      [](const std::string& backend, const std::string& id, py::handle q, py::handle k, py::handle v, bool causal,
-         py::object scale) { return attention_forward_rung(lookup("02-attention", backend, id), q, k, v, causal, scale); },
-      py::arg("backend"), py::arg("id"), py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("causal"),
-      py::arg("scale"));
-  m.def(
       "attention_backward",
       [](const std::string& backend, const std::string& id, py::handle q, py::handle k, py::handle v, py::handle o,
          py::handle dout, py::handle L, bool causal, py::object scale) {
@@ -120,16 +108,6 @@ PYBIND11_MODULE(_ladder, m) {
       },
       py::arg("backend"), py::arg("id"), py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("O"), py::arg("dO"),
       py::arg("L"), py::arg("causal"), py::arg("scale"));
-  m.def(
-      "eplb",
-      [](const std::string& backend, const std::string& id, py::handle weight, int64_t num_replicas,
-         int64_t num_groups, int64_t num_nodes, int64_t num_gpus, int64_t num_packs) {
-        return eplb_rung(lookup("05-eplb", backend, id), weight, num_replicas, num_groups, num_nodes, num_gpus,
-                         num_packs);
-      },
-      py::arg("backend"), py::arg("id"), py::arg("weight"), py::arg("num_replicas"), py::arg("num_groups"),
-      py::arg("num_nodes"), py::arg("num_gpus"), py::arg("num_packs"));
-
   m.def(
       "step_time",
       [](const std::string& id, const std::string& phase, py::handle lengths, const std::string& params_json) {

@@ -37,20 +37,20 @@ def test_unknown_stage_rung_backend():
 
 
 def test_cuda_rung_is_float32_only():
-    with pytest.raises(TypeError, match="x: dtype float64, but rung 01-softmax/cuda/v3_online runs in float32"):
+    with pytest.raises(ValueError, match="rung 01-softmax/cuda/v3_online has no float64 function"):
         ladder.softmax(X.astype(np.float64), rung="v3_online", backend="cuda")
 
 
 def test_attention_bad_shapes_and_dtypes():
     q = np.zeros((1, 2, 3, 4), np.float32)
     k = np.zeros((1, 2, 5, 4), np.float32)
-    with pytest.raises(ValueError, match=r"K: shape \(1, 2, 5, 3\) violates shape == \[1, 2, 5, 4\]"):
+    with pytest.raises(ValueError, match=r"K.shape = \[1, 2, 5, 3\] violates K.shape == \[B, H_kv, Nk, d\]"):
         ladder.attention(q, np.zeros((1, 2, 5, 3), np.float32), k)
-    with pytest.raises(ValueError, match="V: shape .* violates shape == \\[1, 2, 5, 4\\]"):
+    with pytest.raises(ValueError, match=r"V.shape = \[1, 2, 6, 4\] violates V.shape == \[B, H_kv, Nk, d_v\]"):
         ladder.attention(q, k, np.zeros((1, 2, 6, 4), np.float32))
-    with pytest.raises(TypeError, match="K: dtype float64 but Q is float32"):
+    with pytest.raises(ValueError, match="input K has dtype <f8, violates <f4 at precision float32"):
         ladder.attention(q, k.astype(np.float64), k)
-    with pytest.raises(ValueError, match="Q: shape \\(2, 3, 4\\) has 3 dimensions, 4 required"):
+    with pytest.raises(ValueError, match=r"Q.shape = \[2, 3, 4\] violates rank 4"):
         ladder.attention(q[0], k, k)
     with pytest.raises(ValueError, match="scale: .* violates scale finite"):
         ladder.attention(q, k, k, scale=float("nan"))
@@ -70,7 +70,7 @@ def test_eplb_constraints_named():
         ladder.eplb(w, "global", num_replicas=16, num_gpus=0)
     with pytest.raises(ValueError, match="weight"):
         ladder.eplb(np.full((2, 12), np.nan), "global", num_replicas=16, num_gpus=8)
-    with pytest.raises(ValueError, match="weight: shape \\(12,\\) has 1 dimensions, 2 required"):
+    with pytest.raises(ValueError, match=r"input weight has shape \[12\], violates rank 2"):
         ladder.eplb(np.ones(12), "global", num_replicas=16, num_gpus=8)
 
 

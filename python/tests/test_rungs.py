@@ -29,7 +29,7 @@ def test_registry_lists_every_stage_and_rung():
 def test_softmax_rung(backend, rung, rng):
     x = rng.normal(size=(7, 97)).astype(np.float32)
     want = ladder.softmax(x.astype(np.float64), rung="safe")
-    y = ladder.run("01-softmax", rung, backend, x=x)
+    y = ladder.run("01-softmax", rung, backend, x=x)["y"]
     assert y.dtype == np.float32 and y.shape == x.shape
     assert np.max(np.abs(y - want)) < 1e-6
     if backend == "ref":  # the f64 function too
@@ -65,8 +65,8 @@ def test_attention_rung(backend, rung, causal, rng):
         fwd = ladder.attention(q, k, v, rung="naive", causal=causal)
         want = ladder.attention_backward(*(a.astype(np.float64) for a in (q, k, v, fwd["O"], do, fwd["L"])),
                                          rung="backward_naive", causal=causal)
-        got = ladder.run("02-attention", rung, backend, Q=q, K=k, V=v, O=fwd["O"], dO=do, L=fwd["L"],
-                         causal=causal)
+        # run: the contract's backward recomputes O and L (the naive forward at the rung's precision: fwd above)
+        got = ladder.run("02-attention", rung, backend, Q=q, K=k, V=v, dO=do, causal=causal)
         for name in ("dQ", "dK", "dV", "D"):
             assert got[name].dtype == np.float32
             assert np.max(np.abs(got[name] - want[name])) < 1e-4, name
@@ -125,3 +125,16 @@ def test_every_rung_of_the_called_stages_was_exercised():
     missing = [key(r["stage"], r["backend"], r["id"]) for r in ladder.rungs()
                if r["stage"] in callable_stages and key(r["stage"], r["backend"], r["id"]) not in EXERCISED]
     assert not missing, f"registered rungs never called from Python: {missing}"
+
+
+def test_float64_inputs_run_unrounded(rng):
+    # A float64 caller's data reaches the rung's float64 function as given (TensorSpec::f64_at_run): rounded to
+    # float32 on the way, these would differ from numpy by ~1e-8, not 1e-15.
+    x = rng.normal(size=(3, 50)) * 3
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    assert np.max(np.abs(ladder.softmax(x, rung="safe") - e / e.sum(axis=1, keepdims=True))) < 1e-15
+    q, k, v = (rng.normal(size=s) for s in ((1, 2, 5, 8), (1, 2, 7, 8), (1, 2, 7, 8)))
+    o = ladder.attention(q, k, v, rung="naive", causal=True)["O"]
+    assert o.dtype == np.float64 and np.max(np.abs(o - attention_numpy(q, k, v, True))) < 1e-14
+    with pytest.raises(ValueError, match="input x has dtype <f8, violates <f4 at precision float32"):
+        ladder.run("01-softmax", "safe", x=x, precision="float32")

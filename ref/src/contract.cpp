@@ -129,12 +129,19 @@ Array<int64_t> npy_as_int64(const NpyData& d, const std::string& what) {
 namespace {
 
 // Every input the contract names is present with an allowed dtype; nothing else is given.
-void check_inputs(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const char* what) {
+// run_at: the precision of a run_rung call (TensorSpec::f64_at_run); unset for the oracle.
+void check_inputs(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const char* what,
+                  std::optional<DType> run_at = std::nullopt) {
   for (const TensorSpec& s : c.inputs) {
     if (s.optional && !inputs.count(s.name)) continue;  // the stage's reader says where it is needed
     const NpyData& d = tensor(inputs, s.name, c.stage + " " + what);
+    if (s.f64_at_run && run_at && d.dtype == DType::F8) {
+      require(*run_at == DType::F8, "{}: input {} has dtype <f8, violates <f4 at precision float32 (a float64 input "
+              "runs at precision float64)", c.stage, s.name);
+      continue;
+    }
     require(dtype_allowed(s.dtype, d.dtype), "{}: input {} has dtype {} where {} is required", c.stage, s.name,
-            dtype_name(d.dtype), s.dtype);
+            dtype_name(d.dtype), s.dtype + (s.f64_at_run ? " (<f8 at precision float64)" : ""));
   }
   for (const auto& [name, d] : inputs) {
     const bool known = std::any_of(c.inputs.begin(), c.inputs.end(), [&](const TensorSpec& s) { return s.name == name; });
@@ -156,7 +163,7 @@ Tensors run_rung(const Contract& c, const Rung& rung, const Tensors& inputs, con
   require(rung.stage == c.stage, "{}: rung {} belongs to stage {}", c.stage, rung.key(), rung.stage);
   require(precision == DType::F4 || precision == DType::F8, "{}: precision {} violates precision in {{<f4, <f8}}",
           c.stage, dtype_name(precision));
-  check_inputs(c, inputs, params, "run");
+  check_inputs(c, inputs, params, "run", precision);
   return c.run_rung(rung, inputs, params.is_null() ? nlohmann::json::object() : params, precision);
 }
 
@@ -297,7 +304,9 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
 
 std::string describe(const Contract& c) {
   std::string s = fmt::format("{}: {}\n\ninputs (write each as NAME.npy in the --inputs folder):\n", c.stage, c.doc);
-  for (const TensorSpec& t : c.inputs) s += fmt::format("  {:<12} {:<8} {:<28} {}\n", t.name, t.dtype, t.shape, t.doc);
+  for (const TensorSpec& t : c.inputs)
+    s += fmt::format("  {:<12} {:<8} {:<28} {}{}\n", t.name, t.dtype, t.shape, t.doc,
+                     t.f64_at_run ? " (`ladder run` / Python at float64 also take <f8)" : "");
   if (!c.params.empty()) {
     s += "params (case.json \"params\", or params.json in the --inputs folder):\n";
     for (const ParamSpec& p : c.params) s += fmt::format("  {:<12} {:<8} {}\n", p.name, p.type, p.doc);

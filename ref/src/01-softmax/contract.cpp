@@ -47,17 +47,23 @@ Contract contract_01_softmax() {
     if (prec == DType::F4) return Tensors{{"y", to_npy(softmax::apply(&softmax::safe_rows<float>, x))}};
     return Tensors{{"y", to_npy(softmax::apply(&softmax::safe_rows<double>, x.cast<double>()))}};
   };
-  // Any registered rung (reference or CUDA) on the case's x, at its float32 or float64 function.
+  // Any registered rung (reference or CUDA) on the case's x, at its float32 or float64 function; at float64
+  // x may be <f8 itself (f64_at_run: a float64 caller's data, not rounded to float32 first).
+  c.inputs[0].f64_at_run = true;
   c.run_rung = [input](const Rung& r, const Tensors& in, const nlohmann::json&, DType prec) {
-    const Array<float> x = input(in);
     const auto& f = r.fn<softmax::RowsFns>();
     if (prec == DType::F4) {
+      const Array<float> x = input(in);
       Array<float> y(x.shape);
       f.f32(x.data.data(), y.data.data(), x.rows(), x.cols());
       return Tensors{{"y", to_npy(y)}};
     }
     require(static_cast<bool>(f.f64), "01-softmax: rung {} has no float64 function (a float32 kernel)", r.key());
-    const Array<double> x64 = x.cast<double>();
+    const NpyData& xd = tensor(in, "x", "01-softmax");
+    const Array<double> x64 = xd.dtype == DType::F8 ? from_npy<double>(xd, "input x") : input(in).cast<double>();
+    const Array<double>& x = x64;
+    require(!x.shape.empty() && x.cols() >= 1 && x.rows() >= 1,
+            "01-softmax: input x has shape {}, violates rank >= 1 with cols >= 1 and rows >= 1", shape_str(x.shape));
     Array<double> y(x.shape);
     f.f64(x64.data.data(), y.data.data(), x.rows(), x.cols());
     return Tensors{{"y", to_npy(y)}};

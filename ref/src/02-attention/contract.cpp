@@ -13,8 +13,10 @@ using namespace attention;
 // The naive rungs materialise S, P (and dS, dP) of B H Nq Nk elements: refuse what cannot fit.
 constexpr double kMaxScratchBytes = 8.0 * (1ull << 30);
 
+// Held in double: a <f4 input widened exactly, or (run_rung at float64, TensorSpec::f64_at_run) a <f8 input as
+// given; each rung casts to its precision, so a float32 run sees exactly the case's float32 values.
 struct In {
-  Array<float> Q, K, V, dO;
+  Array<double> Q, K, V, dO;
   bool has_dO = false;  // without dO the case is forward-only: O, L, m
   Problem p;
 };
@@ -25,8 +27,8 @@ int64_t int_param(const nlohmann::json& v, const char* what) {
 }
 
 In inputs(const Tensors& t, const nlohmann::json& params) {
-  In in{from_npy<float>(tensor(t, "Q", kStage), "input Q"), from_npy<float>(tensor(t, "K", kStage), "input K"),
-        from_npy<float>(tensor(t, "V", kStage), "input V"), {}, t.count("dO") > 0, {}};
+  In in{npy_as_double(tensor(t, "Q", kStage)), npy_as_double(tensor(t, "K", kStage)),
+        npy_as_double(tensor(t, "V", kStage)), {}, t.count("dO") > 0, {}};
   const nlohmann::json causal = params.value("causal", nlohmann::json(false));
   const nlohmann::json scale = params.value("scale", nlohmann::json(0.0));
   const nlohmann::json window = params.value("window_size", nlohmann::json::array({-1, -1}));
@@ -45,7 +47,7 @@ In inputs(const Tensors& t, const nlohmann::json& params) {
   }
   check_problem(in.p, "02-attention", true);  // names the param or input that violates a constraint
   if (in.has_dO) {
-    in.dO = from_npy<float>(t.at("dO"), "input dO");
+    in.dO = npy_as_double(t.at("dO"));
     const Shape want{in.p.B, in.p.H, in.p.Nq, in.p.dim_v()};
     require(in.dO.shape == want, "02-attention: input dO has shape {}, violates dO.shape == O.shape = [B, H, Nq, d_v] = {}",
             shape_str(in.dO.shape), shape_str(want));
@@ -150,6 +152,9 @@ Contract contract_02_attention() {
     const In in = inputs(t, params);
     return prec == DType::F4 ? run_naive<float>(in) : run_naive<double>(in);
   };
+  for (const char* name : {"Q", "K", "V", "dO"})  // a float64 caller's own data at precision float64
+    for (TensorSpec& s : c.inputs)
+      if (s.name == name) s.f64_at_run = true;
   c.run_rung = [](const Rung& r, const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);
     return prec == DType::F4 ? run_rung_at<float>(r, in) : run_rung_at<double>(r, in);

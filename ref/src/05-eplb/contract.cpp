@@ -50,11 +50,26 @@ Mat<double> weight_of(const Tensors& t) {
   return npy_as_double(d).mat();
 }
 
+// The params' constraints in the caller's words (param names, not the rungs' internal ones); the rungs check the
+// rest (divisibility by groups and nodes) in their own.
+void check_config(const eplb::Config& c, const std::string& rung, Index experts) {
+  for (const auto& [name, v] : {std::pair{"num_groups", c.num_groups}, std::pair{"num_nodes", c.num_nodes},
+                                std::pair{"num_gpus", c.num_gpus}, std::pair{"num_packs", c.num_packs}})
+    require(v >= 1, "05-eplb: param {} = {} violates {} >= 1", name, v, name);
+  if (rung != "balanced_packing")
+    require(c.num_replicas >= experts, "05-eplb: param num_replicas = {} violates num_replicas >= experts = {} (every "
+            "expert needs a slot)", c.num_replicas, experts);
+  if (rung == "hierarchical" || rung == "global")
+    require(c.num_replicas % c.num_gpus == 0, "05-eplb: param num_replicas = {} violates num_replicas % num_gpus == 0 "
+            "(num_gpus = {})", c.num_replicas, c.num_gpus);
+}
+
 Tensors oracle(const Tensors& t, const nlohmann::json& params) {
   const eplb::Config c = config_of(params);
   const Mat<double> w = weight_of(t);
   require(static_cast<double>(w.rows()) * static_cast<double>(c.num_replicas) <= kMaxSlots,
           "05-eplb: layers x num_replicas = {} x {} violates <= {}", w.rows(), c.num_replicas, kMaxSlots);
+  check_config(c, rung_of(params, c), w.cols());
   Tensors out;
   for (const auto& [name, a] : eplb::rungs::by_id(rung_of(params, c))(w, c)) out[name] = to_npy(a);
   return out;

@@ -65,6 +65,9 @@ struct TensorSpec {
   bool optional = false;
   // A zero-size array is a value, not a mistake (MoE's s1 [D, 0]: no shared expert); Python passes it on.
   bool may_be_empty = false;
+  // A float input that run_rung at float64 also takes as <f8, unrounded: a float64 caller's own data (Python's
+  // ladder.softmax(x64)). The oracle and check read the <f4 the spec names; a <f8 input run at float32 is refused.
+  bool f64_at_run = false;
 };
 
 struct OutputSpec {

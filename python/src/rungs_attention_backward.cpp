@@ -1,14 +1,15 @@
-// python/src/rungs_dense.cpp -- stages 01 (softmax) and 02 (attention): registry rungs on numpy arrays.
+// python/src/rungs_attention_backward.cpp -- stage 02's backward on the caller's O and L: the one typed call left beside the
+// contract's run (Contract::run_rung recomputes O and L from Q, K, V; FlashAttention-2's backward takes the
+// forward's saved O and L, and so does ladder.attention_backward).
 //
 // The rung is looked up in the one registry (ladder::registry()) and called through the function type
-// its stage header documents (softmax::RowsFns, attention::ForwardFns / BackwardFns). Inputs are read
+// its stage header documents (attention::BackwardFns). Inputs are read
 // in place (zero copy: the C-contiguous numpy buffer is the rung's input pointer) and outputs are
 // numpy arrays the rung writes into directly. The precision is the inputs' dtype: float32 runs the
 // rung's f32 function, float64 its f64 function (CUDA rungs have f32 only).
 #include "arrays.hpp"
 #include "ladder/02-attention/attention.hpp"
 #include "ladder/core/registry.hpp"
-#include "ladder/01-softmax/softmax.hpp"
 #include "rungs.hpp"
 
 namespace ladder::python {
@@ -23,31 +24,6 @@ void require_f64(const Fns& fns, const Rung& r, const Arg& first) {
 }
 
 }  // namespace
-
-// x [..., cols] -> y [..., cols], softmax over the last axis.
-py::array softmax_rung(const Rung& r, py::handle x_obj) {
-  Float fp{};
-  const Arg x = float_arg(x_obj, "x", -1, "[..., cols], softmax over the last axis", &fp);
-  const auto& fns = r.fn<softmax::RowsFns>();
-  const int64_t cols = x.shape.back(), rows = x.size() / cols;
-  if (fp == Float::f32) {
-    py::array_t<float> y = empty_array<float>(x.shape);
-    float* out = y.mutable_data();
-    {
-      py::gil_scoped_release nogil;
-      fns.f32(x.ptr<float>(), out, rows, cols);
-    }
-    return y;
-  }
-  require_f64(fns, r, x);
-  py::array_t<double> y = empty_array<double>(x.shape);
-  double* out = y.mutable_data();
-  {
-    py::gil_scoped_release nogil;
-    fns.f64(x.ptr<double>(), out, rows, cols);
-  }
-  return y;
-}
 
 namespace {
 
@@ -80,23 +56,6 @@ AttnArgs attention_args(py::handle q, py::handle k, py::handle v, bool causal, p
 }
 
 template <class T>
-py::dict forward_at(const attention::ForwardFn<T>& f, const AttnArgs& a) {
-  const attention::Problem& p = a.p;
-  py::array_t<T> O = empty_array<T>(a.Q.shape), L = empty_array<T>({p.B, p.H, p.Nq}),
-                 m = empty_array<T>({p.B, p.H, p.Nq});
-  T *o = O.mutable_data(), *l = L.mutable_data(), *mm = m.mutable_data();
-  {
-    py::gil_scoped_release nogil;
-    f(p, a.Q.ptr<T>(), a.K.ptr<T>(), a.V.ptr<T>(), o, l, mm);
-  }
-  py::dict d;
-  d["O"] = O;
-  d["L"] = L;
-  d["m"] = m;
-  return d;
-}
-
-template <class T>
 py::dict backward_at(const attention::BackwardFn<T>& f, const AttnArgs& a, const Arg& O, const Arg& dO,
                      const Arg& L) {
   const attention::Problem& p = a.p;
@@ -116,18 +75,6 @@ py::dict backward_at(const attention::BackwardFn<T>& f, const AttnArgs& a, const
 }
 
 }  // namespace
-
-// Q, K, V -> {O, L, m}.
-py::dict attention_forward_rung(const Rung& r, py::handle q, py::handle k, py::handle v, bool causal,
-                                py::object scale) {
-  if (attention::is_backward(r))
-    throw py::value_error("rung: " + r.key() + " is a backward rung; call it with Q, K, V, O, dO, L");
-  const AttnArgs a = attention_args(q, k, v, causal, scale);
-  const auto& fns = r.fn<attention::ForwardFns>();
-  if (a.fp == Float::f32) return forward_at<float>(fns.f32, a);
-  require_f64(fns, r, a.Q);
-  return forward_at<double>(fns.f64, a);
-}
 
 // Q, K, V, O, dO, L -> {dQ, dK, dV, D}.
 py::dict attention_backward_rung(const Rung& r, py::handle q, py::handle k, py::handle v, py::handle o,
