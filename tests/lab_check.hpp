@@ -6,13 +6,16 @@
 // summary:
 //   rung tiled (float32), output O, case q97_k113_d32_causal: first bad element at [b 0, h 1, row 96,
 //   col 5] of [1, 2, 97, 32]: expected 1.234e-01, got 5.678e-01 (|err| 4.4e-01 > tolerance 3.1e-07)
-// followed by the comparator's report (max errors, NMSE, share within tolerance).
+// followed by the comparator's report (max errors, NMSE, share within tolerance). An integer output
+// (indices, counts, maps) has no precision tag: "rung dropless, output sort_idx, case e8_T7: ...".
 #pragma once
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ladder/core/compare.hpp"
@@ -21,7 +24,7 @@ namespace ladder::test {
 
 struct What {
   std::string rung;       // e.g. "online"
-  std::string precision;  // "float32" | "float64"
+  std::string precision;  // "float32" | "float64": the precision the rung ran in
   std::string output;     // e.g. "O", "dK", "y"
   std::string test_case;  // golden case name, plus any variation ("tiles 37x13")
   std::vector<std::string> dims = {};  // names of the output's dimensions, e.g. {"b", "h", "row", "col"}
@@ -98,9 +101,18 @@ bool check_elementwise(const What& w, const Array<double>& oracle, const Array<C
 
 // An exact output (integers: routing, sort order, EPLB maps; or times that must match bit for bit):
 // one failing check naming the first position where actual differs from expected.
+// The fixed head of a failure line; an integer output without the precision tag.
+template <class T>
+std::string head(const What& w) {
+  if constexpr (std::is_integral_v<T>)
+    return fmt::format("rung {}, output {}, case {}: ", w.rung, w.output, w.test_case);
+  else
+    return fmt::format("rung {} ({}), output {}, case {}: ", w.rung, w.precision, w.output, w.test_case);
+}
+
 template <class T>
 bool check_exact(const What& w, const std::vector<T>& expected, const std::vector<T>& actual, const Shape& shape) {
-  const std::string head = fmt::format("rung {} ({}), output {}, case {}: ", w.rung, w.precision, w.output, w.test_case);
+  const std::string head = test::head<T>(w);
   if (expected.size() != actual.size()) {
     FAIL_CHECK(head << fmt::format("{} elements expected (shape {}), got {}", expected.size(), shape_str(shape), actual.size()));
     return false;
@@ -111,6 +123,29 @@ bool check_exact(const What& w, const std::vector<T>& expected, const std::vecto
                                      position(int64_t(i), shape, w.dims), shape_str(shape), expected[i], actual[i]));
       return false;
     }
+  return true;
+}
+
+// Bit-identity of two runs that must agree to the last bit (1 thread against 2): element by element,
+// a NaN equal to a NaN (NaN != NaN would fail two identical runs); one failing check naming the first
+// element that differs, `a_is` and `b_is` saying which run gave which value.
+template <class T>
+bool check_bit_identical(const What& w, const std::vector<T>& a, const std::vector<T>& b, const Shape& shape,
+                         const char* a_is, const char* b_is) {
+  if (a.size() != b.size()) {
+    FAIL_CHECK(head<T>(w) << fmt::format("{} gives {} elements, {} gives {}", a_is, a.size(), b_is, b.size()));
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool same = std::memcmp(&a[i], &b[i], sizeof(T)) == 0;
+    if constexpr (std::is_floating_point_v<T>) same = same || (std::isnan(a[i]) && std::isnan(b[i]));
+    if (!same) {
+      FAIL_CHECK(head<T>(w) << fmt::format("not bit-identical: first difference at {} of {}: {} {:.9e}, {} {:.9e}",
+                                           position(int64_t(i), shape, w.dims), shape_str(shape), a_is,
+                                           double(a[i]), b_is, double(b[i])));
+      return false;
+    }
+  }
   return true;
 }
 

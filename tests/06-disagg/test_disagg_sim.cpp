@@ -99,6 +99,7 @@ TEST_CASE("simulator invariants hold on every golden setup and on seeded random 
     s.workload.rate = rng.uniform(0.5, 20);
     s.workload.cv = rng.uniform(0.3, 3);
     s.workload.seed = 700 + static_cast<uint64_t>(i);
+    s.name = "random_" + std::to_string(i) + " (seeded random setup)";  // not the golden it starts from
     setups.push_back(s);
   }
   for (const SimSetup& s : setups)
@@ -108,17 +109,19 @@ TEST_CASE("simulator invariants hold on every golden setup and on seeded random 
       const SimResult r = run(s, p);
       const auto bad = check_invariants(*s.model, p.cluster, s.workload, r);
       // rung simulate, the invariant's output, case setup/placement; the message names the request.
-      CHECK_MESSAGE(bad.empty(), (bad.empty() ? "" : "rung simulate (float64), output " + invariant_output(bad.front()) +
+      CHECK_MESSAGE(bad.empty(), (bad.empty() ? "" : "rung simulate, output " + invariant_output(bad.front()) +
                                                          ", case " + s.name + "/" + p.name + ": " + bad.front()));
       CHECK_MESSAGE(r.summary.max_blocks_used <= r.summary.capacity_blocks,
-                    "rung simulate (float64), output blocks_used, case " << s.name << "/" << p.name << ": "
+                    "rung simulate, output blocks_used, case " << s.name << "/" << p.name << ": "
                     << r.summary.max_blocks_used << " blocks in use on one worker > capacity " << r.summary.capacity_blocks);
       const Held most = most_held(p.cluster, r.records);
       CHECK_MESSAGE(most.count <= p.cluster.decode_max_batch,
-                    "rung simulate (float64), output batch, case " << s.name << "/" << p.name << ": worker "
+                    "rung simulate, output batch, case " << s.name << "/" << p.name << ": worker "
                     << most.worker << " held " << most.count << " requests (running + migrating or in prefill) at t = "
                     << most.at_ms << " ms > decode_max_batch " << p.cluster.decode_max_batch);
-      CHECK(r.summary.max_in_flight <= s.workload.requests);
+      CHECK_MESSAGE(r.summary.max_in_flight <= s.workload.requests,
+                    "rung simulate, output max_in_flight, case " << s.name << "/" << p.name << ": "
+                    << r.summary.max_in_flight << " requests in flight > the workload's " << s.workload.requests);
     }
 }
 
