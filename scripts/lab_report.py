@@ -89,6 +89,13 @@ def groups(failures):
     return out
 
 
+def _echo(line, f):
+    t = line.strip()
+    if t.startswith("logged:"):
+        t = t[len("logged:"):].strip()
+    return t.startswith("values: CHECK") or ":=" in t or t == f.headline or (bool(f.rung) and not t)
+
+
 def grouped_report(failures, cap=GROUPS_SHOWN):
     """A few lines a student can read: one group per rung and output (or untagged test case) with its
     count, its cases and its first failing check in full (the comparator's report under the first group
@@ -106,8 +113,8 @@ def grouped_report(failures, cap=GROUPS_SHOWN):
             lines.append(f"FAIL '{key[1]}': {_plural(len(fs), 'check')}; first:")
         lines.append(f"  at {first.where}")
         lines.append(f"  {first.headline}")
-        if n == 0 and first.detail:
-            lines += ["  " + l for l in first.detail[:8]]
+        if n == 0:  # the comparator's report, without doctest's echo of the message and the CAPTUREs
+            lines += ["  " + l for l in first.detail[:12] if not _echo(l, first)][:8]
     if len(gs) > cap:
         rest = sum(len(fs) for _, fs in gs[cap:])
         lines.append(f"... and {_plural(len(gs) - cap, 'more group')} ({_plural(rest, 'check')}): see the full log")
@@ -145,8 +152,9 @@ def summary_line(stage, failures, crashes, total):
 #   - some failure is in its scope,
 #   - each "fails" regex matches the case of some failure in its scope (what the mistake must break),
 #   - no failure matches any "passes" selector (what the mistake leaves intact). A selector is
-#     {"rung": [...], "output": [...], "case": regex, "case_not": regex}; an absent rung or output
-#     is the hint's own scope, so {"case": "^len_1$"} means "this hint's rungs pass len_1".
+#     {"rung": [...], "output": [...], "case": regex, "case_not": regex}; one that names neither a
+#     rung nor an output is about the hint's own scope, so {"case": "^len_1$"} means "this hint's
+#     rungs and outputs pass len_1", while {"output": ["dV"]} means "dV passes in every rung".
 # Failures outside the scope do not stop a hint: code that several rungs share fails them all.
 # Matching hints are ranked by the evidence they name (the number of their conditions: scope lists,
 # "fails" and "passes" entries), then by the share of all failures their scope explains; the best is
@@ -154,6 +162,8 @@ def summary_line(stage, failures, crashes, total):
 
 
 def _in(f, sel, scope):
+    if "rung" in sel or "output" in sel:
+        scope = {}  # a selector naming a rung or an output: exactly those (the other one: any)
     rungs = sel.get("rung", scope.get("rung"))
     outputs = sel.get("output", scope.get("output"))
     if rungs is not None and f.rung not in rungs:
