@@ -138,7 +138,7 @@ TEST_CASE("the simulator on every committed setup reproduces the committed per-r
     const int64_t C = want.shape.at(1);
     REQUIRE(C == int64_t(cols.size()));
     const std::string rung = p.cluster.colocated > 0 ? "colocated" : "disaggregated";
-    CHECK_MESSAGE(int64_t(r.records.size()) == want.shape[0], "rung " << rung << " (float64), output records, case "
+    CHECK_MESSAGE(int64_t(r.records.size()) == want.shape[0], "rung " << rung << ", output records, case "
                   << std::string(n) << ": " << want.shape[0] << " requests expected, got " << r.records.size());
     for (size_t i = 0; i < r.records.size() && int64_t(i) < want.shape[0]; ++i) {
       const RequestRecord& q = r.records[i];
@@ -149,9 +149,11 @@ TEST_CASE("the simulator on every committed setup reproduces the committed per-r
       for (int64_t c = 0; c < C && !bad; ++c) {
         const double e = want.data[size_t(int64_t(i) * C + c)];
         if (!(got[c] == e)) {
-          FAIL_CHECK(fmt::format("rung {} (float64), output {}, case {}: first bad element at [request {}] of [{}]: "
+          const std::string col = cols[size_t(c)].get<std::string>();  // times "_ms" are floats, the rest integers
+          const bool time = col.size() > 3 && col.compare(col.size() - 3, 3, "_ms") == 0;
+          FAIL_CHECK(fmt::format("rung {}{}, output {}, case {}: first bad element at [request {}] of [{}]: "
                                  "expected {:.17g}, got {:.17g} (exact output)",
-                                 rung, cols[size_t(c)].get<std::string>(), n, i, want.shape[0], e, got[c]));
+                                 rung, time ? " (float64)" : "", col, n, i, want.shape[0], e, got[c]));
           bad = true;
         }
       }
@@ -170,9 +172,9 @@ TEST_CASE("goodput on the committed Fig. 1 setup reproduces the committed rate, 
     const double got[] = {g.rate, g.per_gpu, g.attainment, g.upper, double(g.probes)};
     for (size_t c = 0; c < 5; ++c)
       if (!(got[c] == want.data[i * 5 + c])) {
-        FAIL_CHECK(fmt::format("rung goodput (float64), output {}, case goodput_fig1/{}: first bad element at "
+        FAIL_CHECK(fmt::format("rung goodput{}, output {}, case goodput_fig1/{}: first bad element at "
                                "[placement {}] of [{}]: expected {:.17g}, got {:.17g} (exact output)",
-                               cols[c], s.placements[i].name, i, s.placements.size(), want.data[i * 5 + c], got[c]));
+                               c == 4 ? "" : " (float64)", cols[c], s.placements[i].name, i, s.placements.size(), want.data[i * 5 + c], got[c]));
         break;
       }
   }
