@@ -64,6 +64,13 @@ int64_t first_bad(const Array<double>& oracle, const Array<C>& cand, const Compa
   return r.max_abs_index;
 }
 
+// "; 37 of 3104 elements bad": the elements the rule rejects (its share within tolerance, counted by the
+// comparator), which scripts/lab adds up per rung and output.
+inline std::string bad_count(const CompareReport& r) {
+  const int64_t within = static_cast<int64_t>(std::llround(r.pct_within * static_cast<double>(r.n) / 100.0));
+  return fmt::format("; {} of {} elements bad", r.n - within, r.n);
+}
+
 // The fixed first line of a failure (see the header comment).
 template <class C>
 std::string failure_line(const What& w, const Array<double>& oracle, const Array<C>& cand, const CompareReport& r) {
@@ -71,8 +78,9 @@ std::string failure_line(const What& w, const Array<double>& oracle, const Array
   const int64_t i = first_bad(oracle, cand, r);
   if (i < 0) return s + r.failure;
   const double o = oracle.data[i], c = static_cast<double>(cand.data[i]);
-  return s + fmt::format("first bad element at {} of {}: expected {:.6e}, got {:.6e} (|err| {:.2e} > tolerance {:.2e})",
-                         position(i, oracle.shape, w.dims), shape_str(oracle.shape), o, c, std::abs(c - o), r.tol);
+  return s + fmt::format("first bad element at {} of {}: expected {:.6e}, got {:.6e} (|err| {:.2e} > tolerance {:.2e}){}",
+                         position(i, oracle.shape, w.dims), shape_str(oracle.shape), o, c, std::abs(c - o), r.tol,
+                         bad_count(r));
 }
 
 // The stage's rule on one output; one failing check with the message above when it does not hold.
@@ -94,7 +102,8 @@ bool check_elementwise(const What& w, const Array<double>& oracle, const Array<C
   const CompareReport r = compare_elementwise(oracle, cand.template cast<double>(), baseline.template cast<double>(),
                                               tol, true, mask);
   if (r.pass) return true;
-  FAIL_CHECK(fmt::format("rung {} ({}), output {}, case {}: {}", w.rung, w.precision, w.output, w.test_case, r.failure)
+  FAIL_CHECK(fmt::format("rung {} ({}), output {}, case {}: {}{}", w.rung, w.precision, w.output, w.test_case, r.failure,
+                         bad_count(r))
              << "\n  " << r.text());
   return false;
 }
@@ -119,8 +128,11 @@ bool check_exact(const What& w, const std::vector<T>& expected, const std::vecto
   }
   for (size_t i = 0; i < expected.size(); ++i)
     if (!(expected[i] == actual[i])) {
-      FAIL_CHECK(head << fmt::format("first bad element at {} of {}: expected {}, got {} (exact output)",
-                                     position(int64_t(i), shape, w.dims), shape_str(shape), expected[i], actual[i]));
+      size_t bad = 0;
+      for (size_t j = i; j < expected.size(); ++j) bad += !(expected[j] == actual[j]);
+      FAIL_CHECK(head << fmt::format("first bad element at {} of {}: expected {}, got {} (exact output); {} of {} elements bad",
+                                     position(int64_t(i), shape, w.dims), shape_str(shape), expected[i], actual[i], bad,
+                                     expected.size()));
       return false;
     }
   return true;
