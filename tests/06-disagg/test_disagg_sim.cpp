@@ -247,7 +247,8 @@ TEST_CASE("DistServe Fig. 1 shape: disaggregated per-GPU goodput beats colocated
   SimSetup s = golden_setup("goodput_fig1");
   s.workload.requests = 20000;  // long enough that an overloaded queue shows within the run
   const GoodputResult colo = goodput(s, s.placements[0]), dis = goodput(s, s.placements[1]);
-  CHECK(dis.per_gpu > 1.5 * colo.per_gpu);
+  CHECK_MESSAGE(dis.per_gpu > 1.5 * colo.per_gpu, "rung goodput (float64), output per_gpu, case goodput_fig1 (20,000 "
+                "requests): 2P1D " << dis.per_gpu << " req/s/GPU, expected > 1.5 x colocated's " << colo.per_gpu);
   // ...and the advantage shrinks when the SLOs are loose (the chapter's claim): 10x looser SLOs.
   SimSetup loose = s;
   loose.slo = Slo{4000, 400};
@@ -255,7 +256,11 @@ TEST_CASE("DistServe Fig. 1 shape: disaggregated per-GPU goodput beats colocated
   const GoodputResult lc = goodput(loose, loose.placements[0]), ld = goodput(loose, loose.placements[1]);
   MESSAGE("tight: colocated ", colo.per_gpu, ", 2P1D ", dis.per_gpu, "; loose: colocated ", lc.per_gpu, ", 2P1D ",
           ld.per_gpu, " req/s/GPU");
-  CHECK(ld.per_gpu / lc.per_gpu < dis.per_gpu / colo.per_gpu);
+  // (a zero goodput anywhere makes a ratio NaN and fails this check: the message names the four rates)
+  CHECK_MESSAGE(ld.per_gpu / lc.per_gpu < dis.per_gpu / colo.per_gpu,
+                "rung goodput (float64), output per_gpu, case goodput_fig1 tight vs 10x looser SLOs: the 2P1D / colocated "
+                "ratio must shrink with loose SLOs; tight " << dis.per_gpu << " / " << colo.per_gpu << ", loose "
+                << ld.per_gpu << " / " << lc.per_gpu << " req/s/GPU");
 }
 
 TEST_CASE("bad simulator input names the parameter") {
