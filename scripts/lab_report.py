@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 ERROR = re.compile(r"^(\S+:\d+): (?:FATAL )?ERROR: (.*)$")
 TAG = re.compile(r"rung (\S+?)(?: \((float32|float64|int64)\))?, output (\S+), case (.+?): (.*)$")
 CASES = re.compile(r"\[doctest\] test cases:\s*(\d+) \|\s*(\d+) passed \|\s*(\d+) failed")
-BAD = re.compile(r"; (\d+) of (\d+) elements bad")  # tests/lab_check.hpp's count, per check
+BAD = re.compile(r"; (\d+) (?:of \d+ elements bad|elements? fail)")  # the count of a check (tests/lab_check.hpp)
 GROUPS_SHOWN = 8  # the report's cap: groups of failing checks printed (the rest are counted)
 
 
@@ -109,7 +109,7 @@ def grouped_report(failures, cap=GROUPS_SHOWN):
             precisions = _short([f.precision for f in fs if f.precision], 2)
             cases = list(dict.fromkeys(f.case for f in fs))
             counts = [BAD.search(f.headline) for f in fs]
-            elements = f", {sum(int(m.group(1)) for m in counts if m)} bad elements" if any(counts) else ""
+            elements = f", {sum(int(m.group(1)) for m in counts)} bad elements" if all(counts) else ""
             lines.append(f"FAIL rung {key[1]}, output {key[2]}{f' ({precisions})' if precisions else ''}: "
                          f"{_plural(len(fs), 'check')} in {_plural(len(cases), 'case')} ({_short(cases)}){elements}; first:")
         else:
