@@ -109,7 +109,9 @@ def grouped_report(failures, cap=GROUPS_SHOWN):
             precisions = _short([f.precision for f in fs if f.precision], 2)
             cases = list(dict.fromkeys(f.case for f in fs))
             counts = [BAD.search(f.headline) for f in fs]
-            elements = f", {sum(int(m.group(1)) for m in counts)} bad elements" if all(counts) else ""
+            counted = [int(m.group(1)) for m in counts if m]
+            elements = ("" if not counted else f", {sum(counted)} bad elements" if len(counted) == len(fs)
+                        else f", {sum(counted)} bad elements in the {len(counted)} that count them")
             lines.append(f"FAIL rung {key[1]}, output {key[2]}{f' ({precisions})' if precisions else ''}: "
                          f"{_plural(len(fs), 'check')} in {_plural(len(cases), 'case')} ({_short(cases)}){elements}; first:")
         else:
