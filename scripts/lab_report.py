@@ -98,11 +98,11 @@ def _echo(line, f):
 
 
 def grouped_report(failures, cap=GROUPS_SHOWN):
-    """A few lines a student can read: one group per rung and output (or untagged test case) with its
-    count, its cases and its first failing check in full (the comparator's report under the first group
+    """A few lines a student can read: one group per rung and output (then one per untagged test case)
+    with its count, its cases and its first failing check in full (the comparator's report under the first group
     only); at most `cap` groups, the rest counted."""
     lines = []
-    gs = list(groups(failures).items())
+    gs = sorted(groups(failures).items(), key=lambda g: g[0][0] != "rung")  # tagged groups first, else in order
     for n, (key, fs) in enumerate(gs[:cap]):
         first = fs[0]
         if key[0] == "rung":
