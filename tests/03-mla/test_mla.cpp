@@ -106,7 +106,8 @@ TEST_CASE("every rung on awkward dimensions (hidden 97, 3 heads, q_lora 59, kv_l
   const Output<double> oracle = test::from_oracle(ref.oracle);
   const Output<float> base = test::from_oracle(ref.baseline);
   for (const Rung* r : registry().stage(kStage, "ref"))
-    test::check_outputs(r->id, "awkward dims (hidden 97, 3 heads, ...)", test::run_rung(*r, W, in.cache, in.step),
+    test::check_outputs(r->id, "random_awkward_dims (seeded random weights and inputs: hidden 97, 3 heads, ...)",
+                        test::run_rung(*r, W, in.cache, in.step),
                         oracle, base, in.cache.seqlens);
 }
 
