@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 ERROR = re.compile(r"^(\S+:\d+): (?:FATAL )?ERROR: (.*)$")
 TAG = re.compile(r"rung (\S+?)(?: \((float32|float64|int64)\))?, output (\S+), case (.+?): (.*)$")
 CASES = re.compile(r"\[doctest\] test cases:\s*(\d+) \|\s*(\d+) passed \|\s*(\d+) failed")
-BAD = re.compile(r"; (\d+) (?:of \d+ elements bad|elements? fail)")  # the count of a check (tests/lab_check.hpp)
+BAD = re.compile(r"; (\d+) (?:of \d+ (?:elements|rows) bad|elements? fail)")  # the count of a check (tests/lab_check.hpp)
 GROUPS_SHOWN = 8  # the report's cap: groups of failing checks printed (the rest are counted)
 
 

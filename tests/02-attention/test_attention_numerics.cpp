@@ -120,27 +120,44 @@ TEST_CASE("fully masked rows (causal, Nq > Nk): O = 0, L = m = -inf, dQ = 0, D =
   const Problem& p = c.p;
   const GoldenInputs in = golden_inputs(c);
   const int64_t masked = p.Nq - p.Nk;  // rows i < Nq - Nk see no key
+  // One check per rung and output: the first row that breaks the rule, and how many do (a missing
+  // l = 0 guard breaks every element of these rows: one line, not one per element).
+  const auto rows_obey = [&](const std::string& rung, const char* output, const char* rule, auto&& bad_row) {
+    int64_t first = -1, n = 0;
+    for (int64_t bh = 0; bh < p.heads(); ++bh)
+      for (int64_t i = 0; i < p.Nq; ++i)
+        if (bad_row(bh * p.Nq + i, i)) {
+          if (first < 0) first = bh * p.Nq + i;
+          ++n;
+        }
+    CHECK_MESSAGE(n == 0, "rung " << rung << " (float32), output " << output << ", case " << c.name << " (rows 0.."
+                  << masked - 1 << " fully masked): first bad row at [bh " << first / p.Nq << ", row " << first % p.Nq
+                  << "] of [" << p.heads() << ", " << p.Nq << "]: " << rule << "; " << n << " of " << p.heads() * p.Nq
+                  << " rows bad");
+  };
+  const auto zero_row = [&](const Array<float>& a, int64_t row) {
+    for (int64_t j = 0; j < p.d; ++j)
+      if (!(a.data[row * p.d + j] == 0.0f)) return false;
+    return true;
+  };
   for (const Rung* r : registry().stage(kStage, "ref")) {
     CAPTURE(r->key());
     const Forward<float> f = run_forward<float>(&naive_forward<float>, p, in.Q, in.K, in.V);
     if (is_backward(*r)) {
       const Grads<float> g = test::backward<float>(*r, p, in.Q, in.K, in.V, f.O, in.dO, f.L);
-      for (int64_t bh = 0; bh < p.heads(); ++bh)
-        for (int64_t i = 0; i < masked; ++i) {
-          CHECK(g.D.data[bh * p.Nq + i] == 0.0f);
-          for (int64_t j = 0; j < p.d; ++j) CHECK(g.dQ.data[(bh * p.Nq + i) * p.d + j] == 0.0f);
-        }
+      rows_obey(r->id, "D", "D = 0 on a fully masked row",
+                [&](int64_t row, int64_t i) { return i < masked && !(g.D.data[row] == 0.0f); });
+      rows_obey(r->id, "dQ", "dQ = 0 on a fully masked row",
+                [&](int64_t row, int64_t i) { return i < masked && !zero_row(g.dQ, row); });
       continue;
     }
     const Forward<float> y = test::forward<float>(*r, p, in.Q, in.K, in.V);
-    for (int64_t bh = 0; bh < p.heads(); ++bh)
-      for (int64_t i = 0; i < p.Nq; ++i) {
-        const int64_t row = bh * p.Nq + i;
-        CHECK((i < masked) == (y.L.data[row] == -kInf));
-        CHECK((i < masked) == (y.m.data[row] == -kInf));
-        if (i < masked)
-          for (int64_t j = 0; j < p.d; ++j) CHECK(y.O.data[row * p.d + j] == 0.0f);
-      }
+    rows_obey(r->id, "L", "L = -inf on the fully masked rows and only there",
+              [&](int64_t row, int64_t i) { return (i < masked) != (y.L.data[row] == -kInf); });
+    rows_obey(r->id, "m", "m = -inf on the fully masked rows and only there",
+              [&](int64_t row, int64_t i) { return (i < masked) != (y.m.data[row] == -kInf); });
+    rows_obey(r->id, "O", "O = 0 on a fully masked row",
+              [&](int64_t row, int64_t i) { return i < masked && !zero_row(y.O, row); });
   }
 }
 
