@@ -122,7 +122,8 @@ TEST_CASE("fully masked rows (causal, Nq > Nk): O = 0, L = m = -inf, dQ = 0, D =
   const int64_t masked = p.Nq - p.Nk;  // rows i < Nq - Nk see no key
   // One check per rung and output: the first row that breaks the rule, and how many do (a missing
   // l = 0 guard breaks every element of these rows: one line, not one per element).
-  const auto rows_obey = [&](const std::string& rung, const char* output, const char* rule, auto&& bad_row) {
+  const auto rows_obey = [&](const std::string& rung, const std::string& output, const std::string& rule,
+                             auto&& bad_row) {
     int64_t first = -1, n = 0;
     for (int64_t bh = 0; bh < p.heads(); ++bh)
       for (int64_t i = 0; i < p.Nq; ++i)

@@ -94,7 +94,7 @@ TEST_CASE("random and tie-heavy inputs: every placement satisfies the invariants
       const Placement p = rebalance_experts(w, t.replicas, t.groups, t.nodes, t.gpus);
       CHECK(p.policy == (t.groups % t.nodes == 0 ? Policy::hierarchical : Policy::global));
       const auto v = check_placement(p, t.layers, t.experts);
-      CHECK_MESSAGE(v.empty(), "rung " << (p.policy == Policy::hierarchical ? "hierarchical" : "global")
+      CHECK_MESSAGE(v.empty(), "rung " << std::string(p.policy == Policy::hierarchical ? "hierarchical" : "global")
                     << ", output placement, case random_" << t.experts << "x" << t.replicas << "_kind" << kind
                     << " (seeded random weights): " << joined(v));
       // Load is conserved: the replicas of an expert carry exactly its weight between them.
