@@ -97,12 +97,15 @@ def _echo(line, f):
     return t.startswith("values: CHECK") or ":=" in t or t == f.headline or (bool(f.rung) and not t)
 
 
-def grouped_report(failures, cap=GROUPS_SHOWN):
+def grouped_report(failures, cap=GROUPS_SHOWN, first=()):
     """A few lines a student can read: one group per rung and output (then one per untagged test case)
     with its count, its cases and its first failing check in full (the comparator's report under the first group
     only); at most `cap` groups, the rest counted."""
     lines = []
-    gs = sorted(groups(failures).items(), key=lambda g: g[0][0] != "rung")  # tagged groups first, else in order
+    # the rungs of the student's own functions first (lab.json "report_first": the others call them), then
+    # the other rungs' groups, then the untagged test cases; else in the order the tests ran
+    gs = sorted(groups(failures).items(),
+                key=lambda g: (g[0][0] != "rung", g[0][1] not in first, list(first).index(g[0][1]) if g[0][1] in first else 0))
     for n, (key, fs) in enumerate(gs[:cap]):
         first = fs[0]
         if key[0] == "rung":

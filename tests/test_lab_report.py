@@ -2,7 +2,7 @@
 """scripts/lab_report.py and the labs' hint and planted files (tests/chapters.cmake).
 
   * the grouped report: one group per rung and output with its count of checks, cases and bad
-    elements, capped, the rest counted;
+    elements, the student's own rungs first, capped, the rest counted;
   * the hints: a hint fires on its own signature whatever fails outside its scope; a "passes"
     selector stops it; the best is ranked first; a second is shown only when it explains other
     failures; a failure without a tag gets no hint;
@@ -40,6 +40,8 @@ def test_report(problems):
     head = [l for l in lines if l.startswith("FAIL")]
     expect(len(head) == 2, f"two groups (tiled O, tiled L) expected, got {head}", problems)
     expect("2 checks in 2 cases (a, b), 7 bad elements" in head[0], f"the count of the first group: {head[0]}", problems)
+    lead = [l for l in grouped_report(fs + [F("mine", "y", "a")], first=["mine"]) if l.startswith("FAIL")]
+    expect(lead[0].startswith("FAIL rung mine,"), f"the student's own rung leads: {lead[0]}", problems)
     many = [F(f"r{i}", "y", "c") for i in range(12)]
     lines = grouped_report(many, cap=8)
     expect(sum(l.startswith("FAIL") for l in lines) == 8, "the report is capped at 8 groups", problems)
