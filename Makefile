@@ -36,9 +36,11 @@ test-tsan: setup
 	@cmake --build build-tsan -j $(JOBS)
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS) --output-junit ctest-results.xml
 
-# CI: every lab's untouched starter FAILS its tests, the reference solution PASSES them.
+# CI: every lab's untouched starter FAILS its tests, the reference solution PASSES them; each planted
+# mistake (tests/labs/) fails naming its rung and output, with its own hint and no false one.
 test-labs: build
 	@scripts/lab check
+	@scripts/lab planted
 
 # A student's lab: make lab LAB=01-softmax
 lab: setup

@@ -5,10 +5,14 @@ For every chapters/NN-stage/README.md and its lab/README.md:
   * no internal reference a reader cannot follow: the words "seed", "issue", "facts file" and the
     name of the maintainers' design file (RNG seeds are called random streams in the prose);
   * every relative link and image points at a file that exists in the repository;
-  * the chapter shows at least one figure, and every figure is a committed file.
+  * the chapter shows at least one figure, and every figure is a committed file;
+  * the chapter is enough for its lab: every "rules" phrase of lab/lab.json (the rules its tests
+    enforce, error wording included) and of each of its hints appears in the chapter or the lab's
+    README (whitespace aside), and every "chapter NN, section S" a hint cites is a section there.
 Run with a chapter folder as the only argument to check one chapter; --selftest plants each fault
 in a scratch copy and requires it to be reported.
 """
+import json
 import os
 import re
 import shutil
@@ -48,6 +52,44 @@ def check_file(path, root, need_figure):
     return problems
 
 
+SECTION = re.compile(r"chapter (\d\d), sections? ([\d.]+(?:(?:, | and )[\d.]+)*)")
+
+
+def _flat(text):
+    return " ".join(text.split())
+
+
+def check_lab_rules(base, root):
+    """The lab's rules and hints against the chapter and the lab README (see the module's doc)."""
+    problems = []
+    path = os.path.join(base, "lab", "lab.json")
+    if not os.path.exists(path):
+        return problems
+    rel = os.path.relpath(path, root)
+    lab = json.load(open(path, encoding="utf-8"))
+    chapter = open(os.path.join(base, "README.md"), encoding="utf-8").read()
+    readme = os.path.join(base, "lab", "README.md")
+    text = _flat(chapter + "\n" + (open(readme, encoding="utf-8").read() if os.path.exists(readme) else ""))
+    sections = set(re.findall(r"^## (\d+)\.", chapter, re.MULTILINE))
+    number = os.path.basename(base)[:2]
+    for where, rules in [("rules", lab.get("rules", []))] + [(f"hint '{h.get('id', '?')}'", h.get("rules", []))
+                                                             for h in lab.get("hints", [])]:
+        for r in rules:
+            if _flat(r) not in text:
+                problems.append(f"{rel}: {where}: the rule '{r}' is not stated in the chapter or the lab README")
+    for h in lab.get("hints", []):
+        if not h.get("rules"):
+            problems.append(f"{rel}: hint '{h.get('id', '?')}' names no rule (\"rules\": phrases of the chapter)")
+        cited = SECTION.findall(h["hint"])
+        if not cited:
+            problems.append(f"{rel}: hint '{h.get('id', '?')}' cites no 'chapter {number}, section N'")
+        for ch, secs in cited:
+            for sec in re.split(r", | and ", secs):
+                if ch != number or sec.split(".")[0] not in sections:
+                    problems.append(f"{rel}: hint '{h.get('id', '?')}' cites chapter {ch}, section {sec}: no such section")
+    return problems
+
+
 def check_tree(root):
     problems = []
     chapters = sorted(d for d in os.listdir(os.path.join(root, "chapters")) if re.match(r"^\d\d-", d))
@@ -63,6 +105,7 @@ def check_tree(root):
         lab = os.path.join(base, "lab", "README.md")
         if os.path.exists(lab):
             problems += check_file(lab, root, need_figure=False)
+        problems += check_lab_rules(base, root)
     return problems
 
 
@@ -73,6 +116,9 @@ def selftest():
         ("the design file", lambda t: t + "\nSee DESIGN.md.\n", "internal reference 'DESIGN.md'"),
         ("a broken link", lambda t: t + "\n[x](no-such-file.md)\n", "does not exist"),
         ("no figure", lambda t: re.sub(r"!\[", "[", t), "shows no figure"),
+        ("a lab rule the chapter drops", lambda t: t.replace("the final m = +∞ makes", "the final m decides"),
+         "is not stated"),
+        ("a hint citing a missing section", lambda t: t.replace("## 3. ", "## Three. "), "no such section"),
     ]
     failed = 0
     for name, plant, expect in plants:

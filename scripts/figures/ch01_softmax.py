@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Chapter 01 figure: the online recurrence (Algorithm 2) on one row of the golden case len_97.
+"""Chapter 01 figure: the online recurrence (the chapter's Algorithm 2, "Alg. 3" in softmax.hpp) on one row of the golden case len_97.
 
 Reads the committed input x and fp64 output y (data/golden/01-softmax/len_97), runs the recurrence
 m_j = max(m_{j-1}, x_j), d_j = d_{j-1} e^{m_{j-1} - m_j} + e^{x_j - m_j} in float64, checks that
@@ -35,7 +35,7 @@ def main(out_dir):
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
     top.plot(j, x, ".", color="grey", label="x_j")
     top.step(j, ms, where="post", color="C0", label="m_j = max(m_{j-1}, x_j)")
-    top.set(ylabel="value", title="Algorithm 2 on row 0 of golden case len_97 (fp64)")
+    top.set(ylabel="value", title="the online recurrence (Alg. 3 in softmax.hpp, the chapter's Algorithm 2) on row 0 of len_97 (fp64)")
     top.legend(loc="lower right")
     bottom.step(j, ds, where="post", color="C1", label="d_j = d_{j-1} e^{m_{j-1} - m_j} + e^{x_j - m_j}")
     jumps = [k for k in range(1, len(ms)) if ms[k] > ms[k - 1]]

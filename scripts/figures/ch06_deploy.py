@@ -86,8 +86,11 @@ def timeline_figure(p, out_dir, layers=4):
         ax.set_yticks([0, 1])
         ax.set_yticklabels(["compute", "comm"])
     b.set_xlabel("ms")
+    # Each entry with its time per layer: an op too short to see as a bar (the gate) still says what it is.
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
-    a.legend(handles, list(colors), fontsize=7, ncol=5, loc="upper right")
+    labels = [f"{k} {full[k]:.3g} ms" if full[k] >= 0.01 else f"{k} {full[k] * 1000:.2g} us (too short to see)"
+              for k in colors]
+    a.legend(handles, labels, fontsize=7, ncol=5, loc="upper right")
     fig.tight_layout()
     path = os.path.join(out_dir, "two_stream_timeline.png")
     fig.savefig(path, dpi=120)

@@ -120,27 +120,45 @@ TEST_CASE("fully masked rows (causal, Nq > Nk): O = 0, L = m = -inf, dQ = 0, D =
   const Problem& p = c.p;
   const GoldenInputs in = golden_inputs(c);
   const int64_t masked = p.Nq - p.Nk;  // rows i < Nq - Nk see no key
+  // One check per rung and output: the first row that breaks the rule, and how many do (a missing
+  // l = 0 guard breaks every element of these rows: one line, not one per element).
+  const auto rows_obey = [&](const std::string& rung, const std::string& output, const std::string& rule,
+                             auto&& bad_row) {
+    int64_t first = -1, n = 0;
+    for (int64_t bh = 0; bh < p.heads(); ++bh)
+      for (int64_t i = 0; i < p.Nq; ++i)
+        if (bad_row(bh * p.Nq + i, i)) {
+          if (first < 0) first = bh * p.Nq + i;
+          ++n;
+        }
+    CHECK_MESSAGE(n == 0, "rung " << rung << " (float32), output " << output << ", case " << c.name << " (rows 0.."
+                  << masked - 1 << " fully masked): first bad row at [bh " << first / p.Nq << ", row " << first % p.Nq
+                  << "] of [" << p.heads() << ", " << p.Nq << "]: " << rule << "; " << n << " of " << p.heads() * p.Nq
+                  << " rows bad");
+  };
+  const auto zero_row = [&](const Array<float>& a, int64_t row) {
+    for (int64_t j = 0; j < p.d; ++j)
+      if (!(a.data[row * p.d + j] == 0.0f)) return false;
+    return true;
+  };
   for (const Rung* r : registry().stage(kStage, "ref")) {
     CAPTURE(r->key());
     const Forward<float> f = run_forward<float>(&naive_forward<float>, p, in.Q, in.K, in.V);
     if (is_backward(*r)) {
       const Grads<float> g = test::backward<float>(*r, p, in.Q, in.K, in.V, f.O, in.dO, f.L);
-      for (int64_t bh = 0; bh < p.heads(); ++bh)
-        for (int64_t i = 0; i < masked; ++i) {
-          CHECK(g.D.data[bh * p.Nq + i] == 0.0f);
-          for (int64_t j = 0; j < p.d; ++j) CHECK(g.dQ.data[(bh * p.Nq + i) * p.d + j] == 0.0f);
-        }
+      rows_obey(r->id, "D", "D = 0 on a fully masked row",
+                [&](int64_t row, int64_t i) { return i < masked && !(g.D.data[row] == 0.0f); });
+      rows_obey(r->id, "dQ", "dQ = 0 on a fully masked row",
+                [&](int64_t row, int64_t i) { return i < masked && !zero_row(g.dQ, row); });
       continue;
     }
     const Forward<float> y = test::forward<float>(*r, p, in.Q, in.K, in.V);
-    for (int64_t bh = 0; bh < p.heads(); ++bh)
-      for (int64_t i = 0; i < p.Nq; ++i) {
-        const int64_t row = bh * p.Nq + i;
-        CHECK((i < masked) == (y.L.data[row] == -kInf));
-        CHECK((i < masked) == (y.m.data[row] == -kInf));
-        if (i < masked)
-          for (int64_t j = 0; j < p.d; ++j) CHECK(y.O.data[row * p.d + j] == 0.0f);
-      }
+    rows_obey(r->id, "L", "L = -inf on the fully masked rows and only there",
+              [&](int64_t row, int64_t i) { return (i < masked) != (y.L.data[row] == -kInf); });
+    rows_obey(r->id, "m", "m = -inf on the fully masked rows and only there",
+              [&](int64_t row, int64_t i) { return (i < masked) != (y.m.data[row] == -kInf); });
+    rows_obey(r->id, "O", "O = 0 on a fully masked row",
+              [&](int64_t row, int64_t i) { return i < masked && !zero_row(y.O, row); });
   }
 }
 
@@ -193,20 +211,26 @@ TEST_CASE("results do not depend on the OpenMP thread count (bit-identical)") {
   const GoldenCase& c = golden_case("q113_k97_d59_causal");
   const GoldenInputs in = golden_inputs(c);
   const Forward<float> f = run_forward<float>(&naive_forward<float>, c.p, in.Q, in.K, in.V);
+  const std::string what = c.name + " (1 thread vs 2)";
   for (const Rung* r : registry().stage(kStage, "ref")) {
     CAPTURE(r->key());
     if (is_backward(*r)) {
       Grads<float> a, b;
       test::with_threads(1, [&] { a = test::backward<float>(*r, c.p, in.Q, in.K, in.V, f.O, in.dO, f.L); });
       test::with_threads(2, [&] { b = test::backward<float>(*r, c.p, in.Q, in.K, in.V, f.O, in.dO, f.L); });
-      CHECK(test::gradient(a).data == test::gradient(b).data);
-      CHECK(a.D.data == b.D.data);
+      const Array<float> ga = test::gradient(a), gb = test::gradient(b);
+      test::check_bit_identical<float>({r->id, "float32", "dQ|dK|dV", what, {"b", "h", "i"}}, ga.data, gb.data, ga.shape,
+                                       "1 thread", "2 threads");
+      test::check_bit_identical<float>({r->id, "float32", "D", what, test::kBHR}, a.D.data, b.D.data, a.D.shape,
+                                       "1 thread", "2 threads");
     } else {
       Forward<float> a, b;
       test::with_threads(1, [&] { a = test::forward<float>(*r, c.p, in.Q, in.K, in.V); });
       test::with_threads(2, [&] { b = test::forward<float>(*r, c.p, in.Q, in.K, in.V); });
-      CHECK(a.O.data == b.O.data);
-      CHECK(a.L.data == b.L.data);
+      test::check_bit_identical<float>({r->id, "float32", "O", what, test::kBHRC}, a.O.data, b.O.data, a.O.shape,
+                                       "1 thread", "2 threads");
+      test::check_bit_identical<float>({r->id, "float32", "L", what, test::kBHR}, a.L.data, b.L.data, a.L.shape,
+                                       "1 thread", "2 threads");
     }
   }
 }
@@ -227,7 +251,9 @@ TEST_CASE("Fig. 8's per-step normalisation costs accuracy that the deferred form
       compare(o.O, run_forward<float>(&tiled_forward_default<float>, p, Q, K, V).O, base.O, test::kForward32)
           .max_abs_err;
   MESSAGE("N = 1024, peaky: max error flash ", e_flash, ", tiled ", e_tiled, ", ratio ", e_flash / e_tiled);
-  CHECK(e_flash > e_tiled);
+  CHECK_MESSAGE(e_flash > e_tiled, "rung tiled (float32), output O, case random_q1024_k1024_d64_peaky (seeded random "
+                "inputs): the tiled rung's max error " << e_tiled << " must stay below the per-step normalisation's "
+                << e_flash);
 }
 
 TEST_CASE("bad input raises ladder::Error naming the parameter") {

@@ -94,7 +94,9 @@ TEST_CASE("random and tie-heavy inputs: every placement satisfies the invariants
       const Placement p = rebalance_experts(w, t.replicas, t.groups, t.nodes, t.gpus);
       CHECK(p.policy == (t.groups % t.nodes == 0 ? Policy::hierarchical : Policy::global));
       const auto v = check_placement(p, t.layers, t.experts);
-      CHECK_MESSAGE(v.empty(), joined(v));
+      CHECK_MESSAGE(v.empty(), "rung " << std::string(p.policy == Policy::hierarchical ? "hierarchical" : "global")
+                    << ", output placement, case random_" << t.experts << "x" << t.replicas << "_kind" << kind
+                    << " (seeded random weights): " << joined(v));
       // Load is conserved: the replicas of an expert carry exactly its weight between them.
       const Mat<double> loads = gpu_loads(w, p);
       for (Index l = 0; l < t.layers; ++l) CHECK(loads.row(l).sum() == doctest::Approx(w.row(l).sum()));
@@ -112,12 +114,16 @@ TEST_CASE("replicate_experts minimises the maximum load per replica (brute force
         CAPTURE(n);
         CAPTURE(extra);
         CHECK(r.logcnt.sum() == n + extra);
-        CHECK(max_load_per_replica(w, r.logcnt, 0) ==
-              brute_force_minmax(std::vector<double>(w.data(), w.data() + n), n + extra));
+        const double got = max_load_per_replica(w, r.logcnt, 0);
+        const double best = brute_force_minmax(std::vector<double>(w.data(), w.data() + n), n + extra);
+        CHECK_MESSAGE(got == best, "rung replicate_experts, output logcnt, case random_n" << n << "_extra" << extra
+                      << "_trial" << trial << " (seeded random weights): the heaviest replica carries " << got
+                      << ", the best counts give " << best);
       }
 }
 
-TEST_CASE("a wrong replication rule (extra slots round-robin by expert id) is caught by the brute force") {
+TEST_CASE("a wrong replication rule (extra slots round-robin by expert id) is caught by the brute force" *
+          doctest::test_suite("judge")) {
   const Mat<double> w = (Mat<double>(1, 4) << 1, 2, 3, 40).finished();
   IndexMat logcnt = IndexMat::Ones(1, 4);
   for (Index p = 0; p < 4; ++p) ++logcnt(0, p % 4);  // 8 slots, blind to the loads: every expert gets 2
@@ -125,7 +131,7 @@ TEST_CASE("a wrong replication rule (extra slots round-robin by expert id) is ca
   CHECK(max_load_per_replica(w, replicate_experts(w, 8).logcnt, 0) == brute_force_minmax({1, 2, 3, 40}, 8));
 }
 
-TEST_CASE("the invariant checker reports corrupted placements") {
+TEST_CASE("the invariant checker reports corrupted placements" * doctest::test_suite("judge")) {
   const Mat<double> w = (Mat<double>(2, 12) << 90, 132, 40, 61, 104, 165, 39, 4, 73, 56, 183, 86,  //
                          20, 107, 104, 64, 19, 197, 187, 157, 172, 86, 16, 27)
                             .finished();

@@ -137,12 +137,19 @@ TEST_CASE("goodput bisection: the highest rate measured to meet the target, with
                   "miss the target), got " << g.upper);
     CHECK_MESSAGE(g.attainment == 0.95, head << "attainment" << tail << "expected 0.95 (the attainment at rate), got "
                   << g.attainment);
-    CHECK(g.per_gpu == g.rate / 3);
+    CHECK_MESSAGE(g.per_gpu == g.rate / 3, head << "per_gpu" << tail << "expected rate / 3 = " << g.rate / 3
+                  << " (3 GPUs), got " << g.per_gpu);
   }
   GoodputSearch s;
   s.max_rate = 100;
-  CHECK_THROWS_WITH_AS(find_goodput([](double) { return 1.0; }, 1, s), doctest::Contains("max_rate"), Error);
-  CHECK(find_goodput([](double) { return 0.0; }, 1, s).rate == 0);
+  {  // chapter 06, section 3: a target still met at max_rate is an error whose message names max_rate
+    INFO("rung find_goodput, output error, case always_met: attainment 1 at every rate must throw ladder::Error "
+         "naming 'max_rate' (the doubling stops there)");
+    CHECK_THROWS_WITH_AS(find_goodput([](double) { return 1.0; }, 1, s), doctest::Contains("max_rate"), Error);
+  }
+  const GoodputResult never = find_goodput([](double) { return 0.0; }, 1, s);
+  CHECK_MESSAGE(never.rate == 0, "rung find_goodput (float64), output rate, case never_met: expected 0 (no rate "
+                "meets the target), got " << never.rate);
 }
 
 TEST_CASE("simulate configs: every example loads; bad keys and values name the key") {

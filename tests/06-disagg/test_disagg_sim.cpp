@@ -99,6 +99,7 @@ TEST_CASE("simulator invariants hold on every golden setup and on seeded random 
     s.workload.rate = rng.uniform(0.5, 20);
     s.workload.cv = rng.uniform(0.3, 3);
     s.workload.seed = 700 + static_cast<uint64_t>(i);
+    s.name = "random_" + std::to_string(i) + " (seeded random setup)";  // not the golden it starts from
     setups.push_back(s);
   }
   for (const SimSetup& s : setups)
@@ -108,17 +109,19 @@ TEST_CASE("simulator invariants hold on every golden setup and on seeded random 
       const SimResult r = run(s, p);
       const auto bad = check_invariants(*s.model, p.cluster, s.workload, r);
       // rung simulate, the invariant's output, case setup/placement; the message names the request.
-      CHECK_MESSAGE(bad.empty(), (bad.empty() ? "" : "rung simulate (float64), output " + invariant_output(bad.front()) +
+      CHECK_MESSAGE(bad.empty(), (bad.empty() ? "" : "rung simulate, output " + invariant_output(bad.front()) +
                                                          ", case " + s.name + "/" + p.name + ": " + bad.front()));
       CHECK_MESSAGE(r.summary.max_blocks_used <= r.summary.capacity_blocks,
-                    "rung simulate (float64), output blocks_used, case " << s.name << "/" << p.name << ": "
+                    "rung simulate, output blocks_used, case " << s.name << "/" << p.name << ": "
                     << r.summary.max_blocks_used << " blocks in use on one worker > capacity " << r.summary.capacity_blocks);
       const Held most = most_held(p.cluster, r.records);
       CHECK_MESSAGE(most.count <= p.cluster.decode_max_batch,
-                    "rung simulate (float64), output batch, case " << s.name << "/" << p.name << ": worker "
+                    "rung simulate, output batch, case " << s.name << "/" << p.name << ": worker "
                     << most.worker << " held " << most.count << " requests (running + migrating or in prefill) at t = "
                     << most.at_ms << " ms > decode_max_batch " << p.cluster.decode_max_batch);
-      CHECK(r.summary.max_in_flight <= s.workload.requests);
+      CHECK_MESSAGE(r.summary.max_in_flight <= s.workload.requests,
+                    "rung simulate, output max_in_flight, case " << s.name << "/" << p.name << ": "
+                    << r.summary.max_in_flight << " requests in flight > the workload's " << s.workload.requests);
     }
 }
 
@@ -135,7 +138,7 @@ TEST_CASE("the simulator on every committed setup reproduces the committed per-r
     const int64_t C = want.shape.at(1);
     REQUIRE(C == int64_t(cols.size()));
     const std::string rung = p.cluster.colocated > 0 ? "colocated" : "disaggregated";
-    CHECK_MESSAGE(int64_t(r.records.size()) == want.shape[0], "rung " << rung << " (float64), output records, case "
+    CHECK_MESSAGE(int64_t(r.records.size()) == want.shape[0], "rung " << rung << ", output records, case "
                   << std::string(n) << ": " << want.shape[0] << " requests expected, got " << r.records.size());
     for (size_t i = 0; i < r.records.size() && int64_t(i) < want.shape[0]; ++i) {
       const RequestRecord& q = r.records[i];
@@ -146,9 +149,11 @@ TEST_CASE("the simulator on every committed setup reproduces the committed per-r
       for (int64_t c = 0; c < C && !bad; ++c) {
         const double e = want.data[size_t(int64_t(i) * C + c)];
         if (!(got[c] == e)) {
-          FAIL_CHECK(fmt::format("rung {} (float64), output {}, case {}: first bad element at [request {}] of [{}]: "
+          const std::string col = cols[size_t(c)].get<std::string>();  // times "_ms" are floats, the rest integers
+          const bool time = col.size() > 3 && col.compare(col.size() - 3, 3, "_ms") == 0;
+          FAIL_CHECK(fmt::format("rung {}{}, output {}, case {}: first bad element at [request {}] of [{}]: "
                                  "expected {:.17g}, got {:.17g} (exact output)",
-                                 rung, cols[size_t(c)].get<std::string>(), n, i, want.shape[0], e, got[c]));
+                                 rung, time ? " (float64)" : "", col, n, i, want.shape[0], e, got[c]));
           bad = true;
         }
       }
@@ -167,9 +172,9 @@ TEST_CASE("goodput on the committed Fig. 1 setup reproduces the committed rate, 
     const double got[] = {g.rate, g.per_gpu, g.attainment, g.upper, double(g.probes)};
     for (size_t c = 0; c < 5; ++c)
       if (!(got[c] == want.data[i * 5 + c])) {
-        FAIL_CHECK(fmt::format("rung goodput (float64), output {}, case goodput_fig1/{}: first bad element at "
+        FAIL_CHECK(fmt::format("rung goodput{}, output {}, case goodput_fig1/{}: first bad element at "
                                "[placement {}] of [{}]: expected {:.17g}, got {:.17g} (exact output)",
-                               cols[c], s.placements[i].name, i, s.placements.size(), want.data[i * 5 + c], got[c]));
+                               c == 4 ? "" : " (float64)", cols[c], s.placements[i].name, i, s.placements.size(), want.data[i * 5 + c], got[c]));
         break;
       }
   }
@@ -242,7 +247,8 @@ TEST_CASE("DistServe Fig. 1 shape: disaggregated per-GPU goodput beats colocated
   SimSetup s = golden_setup("goodput_fig1");
   s.workload.requests = 20000;  // long enough that an overloaded queue shows within the run
   const GoodputResult colo = goodput(s, s.placements[0]), dis = goodput(s, s.placements[1]);
-  CHECK(dis.per_gpu > 1.5 * colo.per_gpu);
+  CHECK_MESSAGE(dis.per_gpu > 1.5 * colo.per_gpu, "rung goodput (float64), output per_gpu, case goodput_fig1 (20,000 "
+                "requests): 2P1D " << dis.per_gpu << " req/s/GPU, expected > 1.5 x colocated's " << colo.per_gpu);
   // ...and the advantage shrinks when the SLOs are loose (the chapter's claim): 10x looser SLOs.
   SimSetup loose = s;
   loose.slo = Slo{4000, 400};
@@ -250,7 +256,11 @@ TEST_CASE("DistServe Fig. 1 shape: disaggregated per-GPU goodput beats colocated
   const GoodputResult lc = goodput(loose, loose.placements[0]), ld = goodput(loose, loose.placements[1]);
   MESSAGE("tight: colocated ", colo.per_gpu, ", 2P1D ", dis.per_gpu, "; loose: colocated ", lc.per_gpu, ", 2P1D ",
           ld.per_gpu, " req/s/GPU");
-  CHECK(ld.per_gpu / lc.per_gpu < dis.per_gpu / colo.per_gpu);
+  // (a zero goodput anywhere makes a ratio NaN and fails this check: the message names the four rates)
+  CHECK_MESSAGE(ld.per_gpu / lc.per_gpu < dis.per_gpu / colo.per_gpu,
+                "rung goodput (float64), output per_gpu, case goodput_fig1 tight vs 10x looser SLOs: the 2P1D / colocated "
+                "ratio must shrink with loose SLOs; tight " << dis.per_gpu << " / " << colo.per_gpu << ", loose "
+                << ld.per_gpu << " / " << lc.per_gpu << " req/s/GPU");
 }
 
 TEST_CASE("bad simulator input names the parameter") {

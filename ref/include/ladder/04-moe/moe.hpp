@@ -16,7 +16,7 @@
 //   moe/gate.hpp        gate<T>: DeepSeek-V3 (sigmoid, bias for selection only) and V2 (softmax)
 //   moe/dense.hpp       dense_loop (THE ORACLE at T = double), dense_fallback (every expert, masked)
 //   moe/dispatch.hpp    sort_by_key / sort_by_expert / sort_for_shard (counting sort), capacity, kept
-//   moe/ragged_dot.hpp  ragged_dot (the JAX contract), ragged_dot_q8
+//   moe/ragged_dot.hpp  ragged_dot (the JAX contract); ragged_dot_q8.hpp its int8 option
 //   moe/quant.hpp       int8 per-output-channel weights
 //   moe/sorted.hpp      sorted_dropless, sorted_dropping, ep_sharded, sorted_dropless_int8
 //   moe/cost.hpp        FLOPs and bytes per rung
@@ -36,6 +36,7 @@
 #include "ladder/04-moe/gate.hpp"
 #include "ladder/04-moe/quant.hpp"
 #include "ladder/04-moe/ragged_dot.hpp"
+#include "ladder/04-moe/ragged_dot_q8.hpp"
 #include "ladder/04-moe/sorted.hpp"
 #include "ladder/04-moe/synthetic.hpp"
 

@@ -1,7 +1,7 @@
 // ladder/04-moe/quant.hpp -- the int8 option of the JAX MoE: per-output-channel weight quantisation.
 //
 // rhs [G, K, N] -> q [G, K, N] int8 and scale [G, N] = max_k |rhs[g, k, n]| / 127 (1 where the column
-// is zero); q = round(rhs / scale). ragged_dot_q8 (ragged_dot.hpp) multiplies by the codes and scales
+// is zero); q = round(rhs / scale). ragged_dot_q8 (ragged_dot_q8.hpp) multiplies by the codes and scales
 // each output column. The oracle of the dropless_int8 rung is dense_loop on dequantized_weights.
 #pragma once
 #include <algorithm>

@@ -18,6 +18,7 @@
 #include "ladder/04-moe/dense.hpp"
 #include "ladder/04-moe/dispatch.hpp"
 #include "ladder/04-moe/ragged_dot.hpp"
+#include "ladder/04-moe/ragged_dot_q8.hpp"
 #include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
 namespace ladder::moe {

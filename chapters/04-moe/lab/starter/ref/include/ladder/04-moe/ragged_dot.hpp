@@ -8,8 +8,7 @@
 // An empty group costs nothing and no group is padded to the largest; the generic lowering that
 // expands it to a dense masked [G, m, K] product (G times the FLOPs) is the dense-fallback rung.
 // fp64 runs each product through ladder::gemm's fixed order (goldens are bytewise reproducible).
-// ragged_dot_q8: the int8 option of the JAX code -- rhs stored as int8 with one scale per output
-// channel (per group, per column n), dequantised in the product: out = (lhs q[g]) * scale[g, n].
+// ragged_dot_q8 (the int8 option of the JAX code) is in ragged_dot_q8.hpp.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -18,7 +17,6 @@
 
 #include "ladder/core/gemm.hpp"
 #include "ladder/04-moe/config.hpp"
-#include "ladder/04-moe/quant.hpp"
 #include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
 
 namespace ladder::moe {
@@ -41,26 +39,6 @@ LADDER_LAB_ENTRY void ragged_dot([[maybe_unused]] const T* lhs, Index m, Index K
                                  Index N, const Index* group_sizes, [[maybe_unused]] T* out) {
   check_ragged(m, K, G, N, group_sizes);
   // TODO(lab: ragged_dot_group_loop): one product per group over its packed rows; zero the rows past sum(group_sizes)
-}
-
-// ragged_dot with int8 rhs: the integer codes enter the product, the scale multiplies each output column.
-template <class T>
-void ragged_dot_q8(const T* lhs, Index m, const QuantizedRhs& rhs, const Index* group_sizes, T* out) {
-  const Index K = rhs.K, N = rhs.N;
-  check_ragged(m, K, rhs.G, N, group_sizes);
-  std::vector<T> codes;
-  Index start = 0;
-  for (Index g = 0; g < rhs.G; ++g) {
-    const Index rows = group_sizes[g];
-    if (rows > 0) {
-      codes.assign(rhs.q.begin() + g * K * N, rhs.q.begin() + (g + 1) * K * N);
-      gemm<T>(rows, N, K, T(1), lhs + start * K, K, Op::N, codes.data(), N, Op::N, out + start * N, N);
-      for (Index i = start; i < start + rows; ++i)
-        for (Index n = 0; n < N; ++n) out[i * N + n] *= T(rhs.scale[static_cast<size_t>(g * N + n)]);
-    }
-    start += rows;
-  }
-  std::fill(out + start * N, out + m * N, T(0));
 }
 
 }  // namespace ladder::moe
