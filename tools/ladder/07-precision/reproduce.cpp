@@ -110,14 +110,16 @@ std::string reproduce_07_precision(const ReproduceContext& ctx) {
     precision::Fp8Recipe whole{14, precision::AccRound::nearest_even, 128, 0};
     // Without promotion the accumulator sums all K: the bound's inner term is gamma_{K-1}(2^-14) (+ the
     // final scaling, two float32 roundings), valid while (K - 1) 2^-14 < 1.
-    const double b_whole = k - 1 < (1 << 14) ? precision::gamma_n(static_cast<double>(k - 1), 0x1p-14) +
-                                                   precision::gamma_n(2, 0x1p-24)
-                                             : INFINITY;
+    // Past (K - 1) 2^-14 = 1/2 the worst case exceeds the sum itself: printed as "> 1".
+    const double b_whole = (k - 1) * 0x1p-14 < 0.5 ? precision::gamma_n(static_cast<double>(k - 1), 0x1p-14) +
+                                                         precision::gamma_n(2, 0x1p-24)
+                                                   : INFINITY;
     const double b_promo = precision::fp8_bound(whole, k, 1.0);
-    fmt::print("{:>6} {:>13.3f}% {:>13.3f}% {:>13.4f}% {:>13.2e} ({:.2e}) {:>13.2e} ({:.2e})\n", k, 100 * cv.rel[0],
-               100 * cv.rel[1], 100 * cv.rel[2], cv.g[0], b_whole, cv.g[2], b_promo);
-    md += fmt::format("| {} | {:.3f}% | {:.3f}% | {:.4f}% | {:.2e} ({:.2e}) | {:.2e} ({:.2e}) |\n", k, 100 * cv.rel[0],
-                      100 * cv.rel[1], 100 * cv.rel[2], cv.g[0], b_whole, cv.g[2], b_promo);
+    const std::string bw = std::isfinite(b_whole) ? fmt::format("{:.2e}", b_whole) : std::string("> 1");
+    fmt::print("{:>6} {:>13.3f}% {:>13.3f}% {:>13.4f}% {:>13.2e} ({}) {:>13.2e} ({:.2e})\n", k, 100 * cv.rel[0],
+               100 * cv.rel[1], 100 * cv.rel[2], cv.g[0], bw, cv.g[2], b_promo);
+    md += fmt::format("| {} | {:.3f}% | {:.3f}% | {:.4f}% | {:.2e} ({}) | {:.2e} ({:.2e}) |\n", k, 100 * cv.rel[0],
+                      100 * cv.rel[1], 100 * cv.rel[2], cv.g[0], bw, cv.g[2], b_promo);
   }
   const std::string src = fmt::format(
       "DeepSeek-V3 report (data/papers/07-precision.json): about {} bits kept; max relative error nearly {:.0f}% at "
