@@ -268,3 +268,21 @@ TEST_CASE("07: the derived bound is the recipe's: tighter for a wider accumulato
   CHECK_THROWS_WITH_AS(parse_recipe(nlohmann::json{{"recipe", "fp16"}}), doctest::Contains("params.recipe = 'fp16'"),
                        Error);
 }
+
+TEST_CASE("07: a truncating accumulator is within its own recipe's bound; a narrower one than declared fails") {
+  Rng rng(3);
+  Mat<float> x(4, 1024), w(1024, 6);
+  for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<float>(rng.normal());
+  for (int64_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<float>(rng.normal());
+  Fp8Recipe rtz;
+  rtz.acc_round = AccRound::toward_zero;
+  const Fp8Result f = fp8_gemm(x, w, rtz);
+  const Fp8Oracle o = fp8_oracle(f.xq, f.wq);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 6; ++j) CHECK(std::fabs(f.y(i, j) - o.y(i, j)) <= fp8_bound(rtz, 1024, o.g(i, j)));
+  // Declared: a float32 accumulator promoted every 32 (the golden case); computed: an 8-bit one.
+  const Case g = load("fp8_acc24_nc32");
+  Fp8Cand narrow;
+  narrow.bits = 8, narrow.nc = 32;
+  CHECK_FALSE(passes(g, "y", npy(fp8_candidate(g.x, g.w, g.recipe.fp8, narrow).y)));
+}
