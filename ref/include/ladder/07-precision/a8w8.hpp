@@ -22,6 +22,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "ladder/core/error.hpp"
 #include "ladder/core/quant.hpp"

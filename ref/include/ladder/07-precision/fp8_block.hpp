@@ -41,6 +41,7 @@
 //   < 0.8 % of G when the block magnitudes differ (the golden cases make them differ); codes rounded
 //   the wrong way or not saturated are caught by the exact check of xq.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
