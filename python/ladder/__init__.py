@@ -185,7 +185,7 @@ def run(stage, rung, backend="ref", **inputs):
 
 def describe(stage):
     """The stage's case contract: inputs, params and outputs (name, dtype, shape, doc), each output's rule
-    (max_abs | elementwise | exact), k and why, the oracle and baseline, and the readable text."""
+    (max_abs | elementwise | exact | bound), k and why, the oracle and baseline, and the readable text."""
     return _ladder.describe(stage)
 
 

@@ -17,7 +17,7 @@ def test_describe_every_contract():
         d = ladder.describe(s)
         assert d["stage"] == s and d["inputs"] and d["outputs"] and s in d["text"]
         for o in d["outputs"]:
-            assert o["rule"] in ("max_abs", "elementwise", "exact")
+            assert o["rule"] in ("max_abs", "elementwise", "exact", "bound")
 
 
 def test_softmax_oracle_on_my_shape_and_check(rng):

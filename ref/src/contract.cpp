@@ -48,6 +48,7 @@ const char* rule_name(Rule r) {
     case Rule::max_abs: return "max_abs";
     case Rule::elementwise: return "elementwise";
     case Rule::exact: return "exact";
+    case Rule::bound: return "bound";
   }
   return "?";
 }
@@ -71,6 +72,8 @@ const OutputSpec& Contract::output(const std::string& name) const {
 Tolerance Contract::tolerance(const std::string& name, DType candidate) const {
   const OutputSpec& spec = output(name);
   require(spec.rule != Rule::exact, "{}: output {} is compared exactly, not by the tolerance rule", stage, name);
+  require(spec.rule != Rule::bound, "{}: output {} is judged by its derived bound, not by the tolerance rule", stage,
+          name);
   require(candidate == DType::F4 || candidate == DType::F8,
           "{}: candidate dtype {} violates dtype in {{<f4, <f8}} for output {}", stage, dtype_name(candidate), name);
   const bool f64 = candidate == DType::F8;
@@ -218,6 +221,37 @@ void group_tolerance(const Contract& c, const OutputSpec& spec, const Tensors& e
   }
 }
 
+// Rule::bound: |cand - oracle| <= bound element by element (a NaN or inf where the oracle is finite fails).
+CheckReport check_bound(const Contract& c, const OutputSpec& spec, const Tensors& inputs, const nlohmann::json& params,
+                        const Tensors& expected, const NpyData& exp, const NpyData& candidate, CheckReport r) {
+  require(static_cast<bool>(spec.bound), "{}: output {} has rule bound but no bound function", c.stage, spec.name);
+  const Array<double> o = npy_as_double(exp), cand = npy_as_double(candidate);
+  const Array<double> b = spec.bound(inputs, params, expected);
+  require(b.shape == o.shape, "{}: bound of output {} has shape {} where the oracle's is {}", c.stage, spec.name,
+          shape_str(b.shape), shape_str(o.shape));
+  int64_t bad = 0, worst = -1;
+  double worst_ratio = 0, max_err = 0;
+  for (int64_t i = 0; i < o.size(); ++i) {
+    const double err = std::abs(cand.data[i] - o.data[i]);
+    const bool ok = err <= b.data[i];
+    if (!ok) ++bad;
+    const double ratio = ok ? (b.data[i] > 0 ? err / b.data[i] : 0) : (std::isnan(err) ? INFINITY : err / b.data[i]);
+    if (worst < 0 || ratio > worst_ratio) worst_ratio = ratio, worst = i;
+    if (!std::isnan(err)) max_err = std::max(max_err, err);
+  }
+  r.pass = bad == 0;
+  const std::string at = worst >= 0 ? index_str(o.shape, worst) : "-";
+  if (!r.pass)
+    r.failed.push_back(fmt::format("{} of {} elements beyond the derived bound; worst at {}: |cand - oracle| = {:.3e} "
+                                   "> bound {:.3e}", bad, o.size(), at, std::abs(cand.data[worst] - o.data[worst]),
+                                   b.data[worst]));
+  r.metrics = {{"max_abs_err", max_err}, {"mismatches", static_cast<double>(bad)}, {"worst_err_over_bound", worst_ratio}};
+  r.text = (r.pass ? "PASS (bound rule)" : "FAIL (bound rule): " + r.failed.front()) +
+           fmt::format("\n  max abs err {:.3e}; worst |cand - oracle| / bound = {:.3e} at {} (bound there {:.3e})\n",
+                       max_err, worst_ratio, at, worst >= 0 ? b.data[worst] : 0.0);
+  return r;
+}
+
 }  // namespace
 
 CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
@@ -240,6 +274,7 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
   // An exact float output (a simulator's times: a deterministic computation, no rounding
   // freedom) is judged value for value in the oracle's own dtype.
   const bool exact_float = spec.rule == Rule::exact && (exp.dtype == DType::F4 || exp.dtype == DType::F8);
+  // (Rule::bound takes a float candidate, as the tolerance rule does.)
   if (exact_float)
     require(candidate.dtype == exp.dtype, "candidate: dtype {} where {} is required for output {} (rule exact)",
             dtype_name(candidate.dtype), dtype_name(exp.dtype), output);
@@ -256,6 +291,7 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
   CheckReport r;
   r.output = output;
   r.rule = rule_name(spec.rule);
+  if (spec.rule == Rule::bound) return check_bound(c, spec, inputs, params, expected, exp, candidate, std::move(r));
   if (spec.rule == Rule::exact) {
     const ExactReport e = exact_float ? compare_exact(npy_as_double(exp), npy_as_double(candidate))
                                       : compare_exact(npy_as_int64(exp, output + " (expected)"),
@@ -315,7 +351,7 @@ std::string describe(const Contract& c) {
   for (const OutputSpec& o : c.outputs) {
     s += fmt::format("  {:<12} {:<8} {:<28} {}\n", o.name, o.dtype, o.shape, o.doc);
     std::string how;
-    if (o.rule != Rule::exact) {
+    if (o.rule != Rule::exact && o.rule != Rule::bound) {
       how = fmt::format(" (k = {}", o.k);
       if (o.slice_axes > 0) how += fmt::format("; per slice of {}", c.tolerance(o.name, DType::F4).slice_names);
       if (!o.judged_with.empty()) how += fmt::format("; judged with the {}", o.judged_with);

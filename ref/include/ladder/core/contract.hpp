@@ -10,6 +10,8 @@
 //                          scale, plus the structural facts of a probability row (OutputSpec::probability);
 //       Rule::exact        integer outputs (maps, routing), and float outputs of a deterministic
 //                          computation (a simulator's times): equality in the oracle's dtype;
+//       Rule::bound        outputs of a declared low-precision recipe (07's quantised GEMMs): each
+//                          element within a bound DERIVED from the recipe (OutputSpec::bound), no baseline;
 //   * the fp64 oracle (inputs, params) -> outputs, and the float32 baseline rung (inputs, params, F4)
 //     -> float outputs, which sets the tolerance (k x its error); a float64 candidate is judged with
 //     that error scaled by eps64 / eps32 and k + 1 (check() in ref/src/contract.cpp says why);
@@ -50,7 +52,7 @@ namespace ladder {
 
 struct Rung;  // core/registry.hpp
 
-enum class Rule { max_abs, elementwise, exact };
+enum class Rule { max_abs, elementwise, exact, bound };
 const char* rule_name(Rule r);
 
 using Tensors = std::map<std::string, NpyData>;
@@ -94,6 +96,10 @@ struct OutputSpec {
   // An input this output exists only with (attention's gradients need dO): a case without that input
   // has no such expected output, and asking for it is an error naming the input.
   std::string needs_input = {};
+  // Rule::bound: the per-element bound on |candidate - oracle| of this case (the oracle's shape), derived
+  // from the recipe its params declare; the stage states the derivation where it computes it.
+  std::function<Array<double>(const Tensors& inputs, const nlohmann::json& params, const Tensors& expected)> bound =
+      {};
 };
 
 struct ParamSpec {

@@ -1,0 +1,122 @@
+// ladder/07-precision/recipe.hpp -- a case's declared recipe (its params) and the stage's outputs.
+//
+// params: {"recipe": "a8w8" | "fp8_block", "acc_bits": 8..24 (14), "acc_round": "rne" | "rtz" ("rne"),
+//          "nc": a divisor of 128 (128), "x_scale": 0 = dynamic, or one static activation scale (0)};
+// the last four belong to fp8_block (a8w8 refuses them: its accumulator is int32, its scales dynamic).
+// Outputs (contract.cpp): xq [M, K] codes, xs activation scales ([M, 1] a8w8, [M, ceil(K/128)]
+// fp8_block), acc [M, N] int32 (a8w8 only), y [M, N].
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "ladder/07-precision/a8w8.hpp"
+#include "ladder/07-precision/fp8_block.hpp"
+#include "ladder/core/contract.hpp"
+
+namespace ladder::precision {
+
+struct Recipe {
+  std::string name;  // "a8w8" or "fp8_block"
+  Fp8Recipe fp8;
+};
+
+inline Recipe parse_recipe(const nlohmann::json& p) {
+  require(p.is_object() && p.contains("recipe") && p["recipe"].is_string(),
+          "07-precision: params.recipe is required: \"a8w8\" or \"fp8_block\"");
+  Recipe r;
+  r.name = p["recipe"].get<std::string>();
+  require(r.name == "a8w8" || r.name == "fp8_block", "07-precision: params.recipe = '{}' violates recipe in {{a8w8, fp8_block}}",
+          r.name);
+  for (const auto& [key, v] : p.items()) {
+    const bool fp8_key = key == "acc_bits" || key == "acc_round" || key == "nc" || key == "x_scale";
+    require(key == "recipe" || fp8_key, "07-precision: params.{} is not a param (recipe, acc_bits, acc_round, nc, x_scale)", key);
+    require(!fp8_key || r.name == "fp8_block", "07-precision: params.{} violates recipe == fp8_block (a8w8 has none)", key);
+  }
+  if (p.contains("acc_bits")) {
+    require(p["acc_bits"].is_number_integer(), "07-precision: params.acc_bits violates an integer 8..24");
+    r.fp8.acc_bits = p["acc_bits"].get<int>();
+  }
+  if (p.contains("nc")) {
+    require(p["nc"].is_number_integer(), "07-precision: params.nc violates an integer dividing 128");
+    r.fp8.nc = p["nc"].get<int64_t>();
+  }
+  if (p.contains("acc_round")) {
+    const std::string m = p["acc_round"].is_string() ? p["acc_round"].get<std::string>() : "?";
+    require(m == "rne" || m == "rtz", "07-precision: params.acc_round = '{}' violates acc_round in {{rne, rtz}}", m);
+    r.fp8.acc_round = m == "rne" ? AccRound::nearest_even : AccRound::toward_zero;
+  }
+  if (p.contains("x_scale")) {
+    require(p["x_scale"].is_number(), "07-precision: params.x_scale violates a number");
+    r.fp8.x_scale = p["x_scale"].get<float>();
+  }
+  if (r.name == "fp8_block") check_recipe(r.fp8);
+  return r;
+}
+
+// The codes as int32 (int8 values, or E4M3 bit patterns 0..255).
+inline Array<int32_t> codes_i32(const quant::Quantized& q) {
+  Array<int32_t> a({q.rows, q.cols});
+  for (size_t i = 0; i < q.codes.size(); ++i)
+    a.data[i] = q.elem == quant::Elem::e4m3 ? static_cast<int32_t>(q.codes[i]) : static_cast<int32_t>(static_cast<int8_t>(q.codes[i]));
+  return a;
+}
+
+// The reference recipe on x [M, K], w [K, N]: every output it defines, y in float32.
+inline Tensors run_recipe(const Recipe& r, const Mat<float>& x, const Mat<float>& w) {
+  if (r.name == "a8w8") {
+    const A8W8Result a = a8w8_gemm(x, w);
+    return Tensors{{"xq", to_npy(codes_i32(a.xq))},
+                   {"xs", to_npy(Array<float>::from(a.xq.scales))},
+                   {"acc", to_npy(Array<int32_t>::from(a.acc))},
+                   {"y", to_npy(Array<float>::from(a.y))}};
+  }
+  const Fp8Result f = fp8_gemm(x, w, r.fp8);
+  return Tensors{{"xq", to_npy(codes_i32(f.xq))},
+                 {"xs", to_npy(Array<float>::from(f.xq.scales))},
+                 {"y", to_npy(Array<float>::from(f.y))}};
+}
+
+// The fp64 oracle: the same codes and scales (deterministic; judged exactly), acc exact, and y the
+// exact product of the dequantised operands in float64; plus the per-element bound of y.
+struct OracleOut {
+  Tensors outputs;
+  Array<double> bound;
+};
+inline OracleOut oracle_recipe(const Recipe& r, const Mat<float>& x, const Mat<float>& w) {
+  OracleOut o;
+  Array<double> y({x.rows(), w.cols()}), b({x.rows(), w.cols()});
+  if (r.name == "a8w8") {
+    const A8W8Result a = a8w8_gemm(x, w);  // codes, scales and acc are exact: the oracle's own
+    for (int64_t i = 0; i < x.rows(); ++i)
+      for (int64_t j = 0; j < w.cols(); ++j) {
+        const double v = a8w8_oracle(a.acc(i, j), a.xq.scales(i, 0), a.wq.scales(0, j));
+        y.data[static_cast<size_t>(i * w.cols() + j)] = v;
+        b.data[static_cast<size_t>(i * w.cols() + j)] = a8w8_bound(v);
+      }
+    o.outputs = Tensors{{"xq", to_npy(codes_i32(a.xq))},
+                        {"xs", to_npy(Array<float>::from(a.xq.scales))},
+                        {"acc", to_npy(Array<int32_t>::from(a.acc))},
+                        {"y", to_npy(y)}};
+  } else {
+    const quant::Quantized xq = fp8_quantize_x(x, r.fp8), wq = quant::blocks_128x128(w);
+    const Fp8Oracle f = fp8_oracle(xq, wq);
+    for (int64_t i = 0; i < x.rows(); ++i)
+      for (int64_t j = 0; j < w.cols(); ++j) {
+        y.data[static_cast<size_t>(i * w.cols() + j)] = f.y(i, j);
+        b.data[static_cast<size_t>(i * w.cols() + j)] = fp8_bound(r.fp8, x.cols(), f.g(i, j));
+      }
+    o.outputs = Tensors{{"xq", to_npy(codes_i32(xq))}, {"xs", to_npy(Array<float>::from(xq.scales))}, {"y", to_npy(y)}};
+  }
+  o.bound = b;
+  return o;
+}
+
+}  // namespace ladder::precision
+
+namespace ladder::precision {
+// The function a registry rung stores: the recipe it computes (run_rung refuses a case of another).
+struct RecipeFns {
+  std::string recipe;
+};
+}  // namespace ladder::precision

@@ -1,0 +1,83 @@
+// ref/src/07-precision/contract.cpp -- stage 07's case contract (ladder/core/contract.hpp): a quantised
+// GEMM under a declared recipe (the case's params), judged exactly where the recipe is deterministic
+// (codes, scales, int32 sums) and by the bound derived from the recipe where it rounds (y).
+#include "ladder/07-precision/recipe.hpp"
+#include "ladder/core/contract.hpp"
+#include "ladder/core/registry.hpp"
+
+namespace ladder::stage_records {
+
+namespace {
+
+using precision::Recipe;
+
+struct Operands {
+  Mat<float> x, w;
+};
+
+Operands operands(const Tensors& in) {
+  const Array<float> x = from_npy<float>(tensor(in, "x", "07-precision"), "input x");
+  const Array<float> w = from_npy<float>(tensor(in, "w", "07-precision"), "input w");
+  require(x.shape.size() == 2 && x.rows() >= 1 && x.cols() >= 1,
+          "07-precision: input x has shape {}, violates [M, K] with M, K >= 1", shape_str(x.shape));
+  require(w.shape.size() == 2 && w.cols() >= 1 && w.rows() == x.cols(),
+          "07-precision: input w has shape {}, violates [K, N] with K = x's {} and N >= 1", shape_str(w.shape), x.cols());
+  return {x.mat(), w.mat()};
+}
+
+}  // namespace
+
+Contract contract_07_precision() {
+  Contract c;
+  c.stage = "07-precision";
+  c.doc = "y = x w under a declared low-precision recipe (params.recipe): a8w8 (int8 per token x per channel, int32 "
+          "sums) or fp8_block (E4M3, 1x128 / 128x128 scales, a limited accumulator promoted every nc)";
+  c.inputs = {{"x", "<f4", "[M, K]", "activations, float32 (the recipe quantises them)"},
+              {"w", "<f4", "[K, N]", "weights, float32 (the recipe quantises them: per channel, or 128 x 128 blocks)"}};
+  c.params = {{"recipe", "string", "a8w8 | fp8_block (required): the recipe the candidate declares"},
+              {"acc_bits", "int", "fp8_block: the accumulator's significant bits, 8..24 (14; 24 = float32)"},
+              {"acc_round", "string", "fp8_block: rne | rtz, how each accumulator addition rounds (rne)"},
+              {"nc", "int", "fp8_block: promotion interval N_C, a divisor of 128 (128)"},
+              {"x_scale", "float", "fp8_block: 0 = dynamic amax/448 per 1x128 tile; > 0 one static scale (0)"}};
+  auto out = [](const char* name, const char* dtype, const char* shape, const char* doc, Rule rule, const char* why) {
+    OutputSpec o;
+    o.name = name, o.dtype = dtype, o.shape = shape, o.doc = doc, o.rule = rule, o.k = 0, o.why = why;
+    return o;
+  };
+  const OutputSpec xq = out("xq", "<i4", "[M, K]", "activation codes: int8 values (a8w8), E4M3 bit patterns 0..255 (fp8_block)",
+                            Rule::exact, "quantisation is deterministic: RNE, saturation and the scale rule fix every code");
+  const OutputSpec xs = out("xs", "<f4", "[M, 1] | [M, ceil(K/128)]", "activation scales: amax/127 per token, amax/448 per tile",
+                            Rule::exact, "the scale rule is one float32 division of the tile's amax: no freedom");
+  const OutputSpec acc = out("acc", "<i4", "[M, N]", "a8w8 only: the int32 sums of xq wq", Rule::exact,
+                             "an integer sum that cannot overflow (K <= 131071) is the same in every order");
+  OutputSpec y = out("y", "<f8", "[M, N]", "the dequantised product", Rule::bound,
+                     "the recipe's rounding (float32 dequant; fp8: the acc_bits accumulator and promotion) bounded per "
+                     "element, derived in ladder/07-precision/a8w8.hpp and fp8_block.hpp");
+  y.bound = [](const Tensors& in, const nlohmann::json& p, const Tensors&) {
+    const Operands op = operands(in);
+    return precision::oracle_recipe(precision::parse_recipe(p), op.x, op.w).bound;
+  };
+  c.outputs = {xq, xs, acc, y};
+  c.oracle_doc = "the recipe's codes and scales (deterministic), acc exact, y = the exact product of the dequantised "
+                 "operands in float64 (pairwise sums)";
+  c.baseline_doc = "the reference recipe itself in float32 (y is judged by its derived bound, not by k x a baseline)";
+  c.oracle = [](const Tensors& in, const nlohmann::json& p) {
+    const Operands op = operands(in);
+    return precision::oracle_recipe(precision::parse_recipe(p), op.x, op.w).outputs;
+  };
+  c.baseline = [](const Tensors& in, const nlohmann::json& p, DType) {
+    const Operands op = operands(in);
+    return precision::run_recipe(precision::parse_recipe(p), op.x, op.w);
+  };
+  c.run_rung = [](const Rung& rung, const Tensors& in, const nlohmann::json& p, DType) {
+    const Recipe r = precision::parse_recipe(p);
+    const auto& f = rung.fn<precision::RecipeFns>();
+    require(f.recipe == r.name, "07-precision: rung {} computes recipe {}, the case's params.recipe is {}", rung.id,
+            f.recipe, r.name);
+    const Operands op = operands(in);
+    return precision::run_recipe(r, op.x, op.w);
+  };
+  return c;
+}
+
+}  // namespace ladder::stage_records

@@ -1,0 +1,109 @@
+// ref/src/07-precision/golden.cpp -- stage 07's golden cases (data/golden/07-precision/<case>/).
+//
+// Awkward on purpose: tiles and blocks of very different magnitudes (so a scale taken from the wrong
+// tile is far off), outlier channels, partial tiles and blocks (K, N not multiples of 128), int32 sums
+// past 2^24 (float(acc) rounds), a static activation scale that saturates, and a float32-accumulator
+// recipe. Inputs come from fixed seeds; the expected outputs are the oracle's.
+#include <cmath>
+#include <map>
+
+#include "ladder/07-precision/golden_cases.hpp"
+#include "ladder/core/contract.hpp"
+#include "ladder/core/rng.hpp"
+
+namespace ladder::precision {
+
+namespace {
+
+enum class Kind { a8w8_outliers, a8w8_large_sums, fp8_blocks, fp8_static, fp8_acc24 };
+
+struct CaseSpec {
+  Kind kind;
+  int64_t m, k, n;
+  uint64_t seed;
+  const char* params;  // JSON
+  const char* what;
+};
+
+const std::map<std::string, CaseSpec>& specs() {
+  static const std::map<std::string, CaseSpec> s = {
+      {"a8w8_outliers", {Kind::a8w8_outliers, 37, 200, 67, 701, R"({"recipe":"a8w8"})",
+                         "rows scaled by 2^-3..2^3, three outlier channels x25, columns of w by 2^-2..2^2"}},
+      {"a8w8_large_sums", {Kind::a8w8_large_sums, 5, 3000, 7, 702, R"({"recipe":"a8w8"})",
+                           "products all positive: int32 sums near 4.4e7, past 2^24 (float(acc) rounds)"}},
+      {"fp8_blocks", {Kind::fp8_blocks, 33, 320, 320, 703, R"({"recipe":"fp8_block"})",
+                      "1x128 tiles and 128x128 blocks scaled by distinct powers of two (2^-4..2^4), partial last ones"}},
+      {"fp8_k1024", {Kind::fp8_blocks, 8, 1024, 40, 706, R"({"recipe":"fp8_block","acc_bits":14,"nc":128})",
+                     "K = 1024: eight promotions of the 14-bit accumulator"}},
+      {"fp8_static_saturate", {Kind::fp8_static, 16, 256, 128, 704,
+                               R"({"recipe":"fp8_block","x_scale":0.004464285714285714})",
+                               "static activation scale 2/448: every |x| > 2.07 saturates to +-448"}},
+      {"fp8_acc24_nc32", {Kind::fp8_acc24, 9, 200, 130, 705, R"({"recipe":"fp8_block","acc_bits":24,"nc":32})",
+                          "a float32 accumulator (24 bits) promoted every 32"}},
+  };
+  return s;
+}
+
+const CaseSpec& spec(const std::string& name) {
+  const auto it = specs().find(name);
+  std::string known;
+  for (const auto& [k, v] : specs()) known += (known.empty() ? "" : ", ") + k;
+  require(it != specs().end(), "07-precision: no golden case '{}' (cases: {})", name, known);
+  return it->second;
+}
+
+}  // namespace
+
+std::vector<std::string> golden_case_names() {
+  std::vector<std::string> n;
+  for (const auto& [k, v] : specs()) n.push_back(k);
+  return n;
+}
+
+void golden_case(const std::string& name, Tensors& inputs, nlohmann::json& params) {
+  const CaseSpec& cs = spec(name);
+  Rng rng(cs.seed);
+  Array<float> x({cs.m, cs.k}), w({cs.k, cs.n});
+  for (auto& v : x.data) v = static_cast<float>(rng.normal());
+  for (auto& v : w.data) v = static_cast<float>(rng.normal());
+  auto xa = x.mat();
+  auto wa = w.mat();
+  switch (cs.kind) {
+    case Kind::a8w8_outliers:
+      for (int64_t i = 0; i < cs.m; ++i) xa.row(i) *= std::ldexp(1.0f, static_cast<int>(rng.uniform_int(7)) - 3);
+      for (int64_t c : {3, 77, 150}) xa.col(c) *= 25.0f;
+      for (int64_t j = 0; j < cs.n; ++j) wa.col(j) *= std::ldexp(1.0f, static_cast<int>(rng.uniform_int(5)) - 2);
+      break;
+    case Kind::a8w8_large_sums:
+      for (int64_t kk = 0; kk < cs.k; ++kk) {
+        const float s = rng.uniform() < 0.5 ? -1.0f : 1.0f;
+        for (int64_t i = 0; i < cs.m; ++i) xa(i, kk) = s * static_cast<float>(0.9 + 0.1 * rng.uniform());
+        for (int64_t j = 0; j < cs.n; ++j) wa(kk, j) = s * static_cast<float>(0.9 + 0.1 * rng.uniform());
+      }
+      break;
+    case Kind::fp8_blocks:
+    case Kind::fp8_acc24:
+      // Distinct powers of two per tile / block: e = ((3a + 5b) mod 9) - 4 differs between (a, b) and
+      // (b, a), and between neighbours, so a transposed or neighbouring scale is off by 2^2 or more.
+      for (int64_t i = 0; i < cs.m; ++i)
+        for (int64_t kk = 0; kk < cs.k; ++kk) xa(i, kk) *= std::ldexp(1.0f, static_cast<int>((7 * i + 3 * (kk / 128)) % 9) - 4);
+      for (int64_t kk = 0; kk < cs.k; ++kk)
+        for (int64_t j = 0; j < cs.n; ++j)
+          wa(kk, j) *= std::ldexp(1.0f, static_cast<int>((3 * (kk / 128) + 5 * (j / 128)) % 9) - 4);
+      break;
+    case Kind::fp8_static: break;
+  }
+  inputs = Tensors{{"x", to_npy(x)}, {"w", to_npy(w)}};
+  params = nlohmann::json::parse(cs.params);
+}
+
+void write_golden_case(const std::string& name, const std::filesystem::path& dir, bool /*full*/) {
+  Tensors in;
+  nlohmann::json params;
+  golden_case(name, in, params);
+  const Contract& c = contract("07-precision");
+  const CaseSpec& cs = spec(name);
+  write_case(c, dir, in, params, run_oracle(c, in, params), {{"case", name}, {"seed", cs.seed}, {"what", cs.what}});
+}
+
+}  // namespace ladder::precision

@@ -1,0 +1,27 @@
+// ref/src/07-precision/stage.cpp -- stage 07's one declaration (ladder/core/stage.hpp).
+#include "ladder/07-precision/golden_cases.hpp"
+#include "ladder/core/stage.hpp"
+
+namespace ladder {
+void register_precision(Registry& r);  // registry.cpp
+}  // namespace ladder
+
+namespace ladder::stage_records {
+
+Contract contract_07_precision();  // contract.cpp
+
+Stage stage_07_precision() {
+  Stage s;
+  s.id = "07-precision";
+  s.title = "A8W8 int8 GEMM -> FP8 block-scaled GEMM (limited accumulator, promotion every N_C)";
+  s.contract = &contract_07_precision;
+  s.ref_rungs = &register_precision;
+  s.golden_cases = &precision::golden_case_names;
+  s.write_golden_case = &precision::write_golden_case;
+  s.cuda_rungs = false;
+  s.lab = false;
+  s.bench = false;
+  return s;
+}
+
+}  // namespace ladder::stage_records

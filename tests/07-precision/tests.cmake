@@ -1,0 +1,9 @@
+# Stage 07 (low precision): the recipes' exactness, the derived bounds, the wrong candidates of issue 40
+# (each must fail) and right ones in other orders (each must pass), through the case contract.
+ladder_add_test(test_07_precision SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_precision.cpp LIBS ladder_core)
+# `ladder check / describe / reproduce 07-precision` end to end (exit codes, one-line errors).
+if(TARGET ladder)
+  add_test(NAME cli_07_precision COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/test_precision_cli.py
+           $<TARGET_FILE:ladder> ${LADDER_ROOT}/data/golden/07-precision)
+  set_tests_properties(cli_07_precision PROPERTIES LABELS unit)
+endif()
