@@ -102,7 +102,7 @@ nlohmann::json rules_json(const Contract& c, const nlohmann::json& names) {
                                                  : names.contains(o.name)))
       continue;
     nlohmann::json r = {{"rule", rule_name(o.rule)}, {"why", o.why}};
-    if (o.rule != Rule::exact) {
+    if (o.rule == Rule::max_abs || o.rule == Rule::elementwise) {  // exact and bound take no k
       r["k"] = o.k;
       r["floor_ulps"] = o.floor_ulps;
       if (o.slice_axes > 0) r["slice_axes"] = o.slice_axes;
