@@ -12,7 +12,8 @@
 //      aligned top left, j <= i, hides the prefix from the first tokens: tests/03-mla/test_mla_prefill.cpp
 //      shows the judge catching it);
 //   3. u_t = W_O o_t for each of the N = sum_b n_b tokens, and lse_t,h = log sum_j e^{s_j} over what t sees.
-// Decompressed (ChunkPath::Decompressed; the seeds' prefill, 001 §3.1.2 / §3.2.1, FlashMLA's "MHA mode"):
+// Decompressed (ChunkPath::Decompressed; prefill as Huawei's DeepSeek-V3/R1 Ascend deployment report runs it,
+// §3.1.2 / §3.2.1, and FlashMLA's "MHA mode"):
 // K = [W_UK c^KV | k^R] and V = W_UV c^KV for all P_b + n_b tokens (decompress(), cache.hpp), then standard
 // attention per head with d_qk = nope + rope (192 at V2) and d_v = v (128). Absorbed (ChunkPath::Absorbed;
 // the decode rungs' form, FlashMLA's "MQA mode": d_qk = kv_lora + rope = 576 over the latent cache, d_v =
