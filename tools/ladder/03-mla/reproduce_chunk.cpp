@@ -73,14 +73,16 @@ void chunk_part(Out& out) {
     heads += fmt::format("| {} | {} |\n", H, first_decompressed_cheaper(c, 4096));
   }
   out.table(heads);
+  const double R = static_cast<double>(v2.kv_lora_rank), nv = static_cast<double>(v2.qk_nope + v2.v_head);
+  const double c_v2 = R * nv / (2 * R - nv);  // the limit of q_len* as P grows
   out.line(fmt::format(
-      "V2 and V3 share kv_lora 512, nope 128, v 128, so c = {:.2f} for both: a decode step (q_len 1, or an MTP "
+      "V2 and V3 share kv_lora {}, nope {}, v {}, so c = {:.2f} for both: a decode step (q_len 1, or an MTP "
       "verify of a few tokens) is cheaper absorbed at any P > 0, a prefill chunk of more than ~{:.0f} tokens is "
       "cheaper decompressed, and a fresh prompt (P = 0) always is. That is the split of Huawei's DeepSeek-V3/R1 "
       "Ascend deployment report (§3.1.2: weight absorption makes MLA compute differently in prefill and decode; "
       "§3.2.1: prefill compute-bound, decode with weight absorption). Bytes: both read the same weights, prefix rows and h; "
       "the decompressed K, V are extra scratch of H (P + q_len) (nope + rope + v) elements.",
-      512.0 * 256 / 768, 512.0 * 256 / 768));
+      v2.kv_lora_rank, v2.qk_nope, v2.v_head, c_v2, c_v2));
 
   // MTP: the absorbed decode with s_q tokens per sequence reads each cached row once for all s_q x H queries.
   const auto g = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "gpus" / "h800-sxm.json");
