@@ -116,6 +116,48 @@ TEST_CASE("prefill and the absorbed chunk == the fp64 oracle (CD token by token)
   }
 }
 
+TEST_CASE("multi-token decode: s_q = 2 and 4 query tokens per sequence on a cache holding their rows == the oracle") {
+  for (int64_t sq : {2, 4}) {
+    CAPTURE(sq);
+    const ChunkInputs in = make_chunk_inputs(model(), ChunkSpec{{0, 62, 1, 100}, {sq, sq, sq, sq}, 4503, true, 1});
+    const Judge judge(model(), in);
+    // The cache after the tokens' rows were appended (as a decode step finds it), formed apart from the chunk code.
+    const PagedCache<float> cache = make_paged(full_rows(model(), in), in.cache.block_table, in.cache.blocks.shape[0]);
+    // At double, the rows as the oracle forms them (kv_entries at double), as the fp64 prefill writes them.
+    const Weights<double> W64 = model().cast<double>();
+    const PagedCache<double> cache64 = make_paged(full_rows(W64, in), in.cache.block_table, in.cache.blocks.shape[0]);
+    const std::string what = "s_q = " + std::to_string(sq);
+    for (ChunkPath path : {ChunkPath::Absorbed, ChunkPath::Decompressed}) {
+      const ChunkOutput<float> o32 = attend_chunk(model(), cache, in.chunk.h, in.chunk.q_lens, path);
+      judge.check(std::string("decode s_q, ") + name(path), what, test::as_array(o32.u), o32.lse);
+      const ChunkOutput<double> o64 = attend_chunk(W64, cache64, Mat<double>(in.chunk.h.cast<double>()), in.chunk.q_lens, path);
+      judge.check(std::string("decode s_q, ") + name(path), what, test::as_array(o64.u), o64.lse);
+    }
+    // The verify step without its causal mask (every draft token sees all L rows, its successors' included)
+    // is caught: token i of each sequence run as a one-token query over all L keys.
+    const Weights<float>& W = model();
+    const int64_t B = 4, H = W.cfg.n_heads, R = W.cfg.kv_lora_rank;
+    std::vector<int64_t> start, last;
+    for (int64_t L : cache.seqlens) start.push_back(L - sq), last.push_back(L - 1);
+    const Mat<float> cQ = query_latent(W, in.chunk.h);
+    const Mat<float> q_abs = absorb_query(W, query_nope(W, cQ));
+    const Mat<float> q_pe = query_rope(W, cQ, chunk_positions(start, in.chunk.q_lens));
+    const Array<float> kv = gather(cache);
+    Array<float> lse;
+    Mat<float> o_lat(B * sq, H * R), u(B * sq, W.cfg.hidden);
+    for (int64_t i = 0; i < sq; ++i) {
+      Mat<float> qa(B, H * R), qr(B, q_pe.cols());
+      for (int64_t b = 0; b < B; ++b) qa.row(b) = q_abs.row(b * sq + i), qr.row(b) = q_pe.row(b * sq + i);
+      const Mat<float> o = chunk_attend_absorbed(W.cfg, qa, qr, kv, std::vector<int64_t>(B, 1), last, lse);
+      for (int64_t b = 0; b < B; ++b) o_lat.row(b * sq + i) = o.row(b);
+    }
+    output_projection(W, absorb_output(W, o_lat), u);
+    CHECK_FALSE(judge.passes(u));
+    output_projection(W, absorb_output(W, chunk_attend_absorbed(W.cfg, q_abs, q_pe, kv, in.chunk.q_lens, start, lse)), u);
+    CHECK(judge.passes(u));  // the same pieces with the mask pass
+  }
+}
+
 TEST_CASE("every decode rung, token by token on the rows the chunk writes, == the same oracle") {
   const ChunkInputs in = make_chunk_inputs(model(), kRagged);
   const Judge judge(model(), in);

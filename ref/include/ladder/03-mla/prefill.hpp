@@ -176,36 +176,61 @@ Mat<T> chunk_attend_absorbed(const Config& c, const Mat<T>& q_abs, const Mat<T>&
   return o_lat;
 }
 
-// The chunk's step: writes its cache rows (cache.seqlens grow by q_lens) and returns u and lse.
+// The attention of tokens whose rows are already in the cache: the last q_lens[b] of sequence b's seqlens[b]
+// tokens, at positions seqlens[b] - q_lens[b] + i, token i seeing keys j <= seqlens[b] - q_lens[b] + i. With
+// the absorbed path this is a decode step of s_q = q_lens[b] query tokens per sequence, the rows read as given
+// (MTP's verify; FlashMLA's s_q); with q_lens all 1 it is a decode step (CD's or A_CC_ME's arithmetic).
+// W_DKV and kv_norm are not needed (no row is formed). Returns u [N, hidden] and lse [N, H].
 template <class T>
-ChunkOutput<T> prefill_chunk(const Weights<T>& W, PagedCache<T>& cache, const Chunk<T>& chunk, ChunkPath path) {
-  const char* who = path == ChunkPath::Decompressed ? "prefill" : "chunk (absorbed)";
-  check_chunk(W, cache, chunk, who);
+ChunkOutput<T> attend_chunk(const Weights<T>& W, const PagedCache<T>& cache, const Mat<T>& h,
+                            const std::vector<int64_t>& q_lens, ChunkPath path) {
+  const char* who = path == ChunkPath::Decompressed ? "attend_chunk (decompressed)" : "attend_chunk (absorbed)";
+  check_weights(W, who);
+  check_hidden(W, h, who);
+  check_paged(cache, W.cfg, who);
   const Config& c = W.cfg;
   const int64_t B = cache.batch();
-  const std::vector<int64_t> prefix = cache.seqlens, first = chunk_offsets(chunk.q_lens);
-  const std::vector<int64_t> pos = chunk_positions(prefix, chunk.q_lens);
-  const Mat<T> rows = kv_entries(W, chunk.h, pos);  // [N, kv_lora + rope]
+  require(static_cast<int64_t>(q_lens.size()) == B, "mla {}: q_lens.size = {} violates == cache batch B = {}", who,
+          q_lens.size(), B);
+  std::vector<int64_t> diag(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
-    for (int64_t i = 0; i < chunk.q_lens[b]; ++i)
-      std::copy(rows.row(first[b] + i).data(), rows.row(first[b] + i).data() + c.kv_dim(),
-                cache_row(cache, b, prefix[b] + i));
-    cache.seqlens[b] = prefix[b] + chunk.q_lens[b];
+    require(q_lens[b] >= 1 && q_lens[b] <= cache.seqlens[b],
+            "mla {}: q_lens[{}] = {} violates 1 <= q_len <= cache.seqlens[{}] = {}", who, b, q_lens[b], b,
+            cache.seqlens[b]);
+    diag[b] = cache.seqlens[b] - q_lens[b];
   }
-  const Mat<T> cQ = query_latent(W, chunk.h);
-  const Mat<T> q_nope = query_nope(W, cQ), q_pe = query_rope(W, cQ, pos);
+  const std::vector<int64_t> first = chunk_offsets(q_lens);
+  require(h.rows() == first[B], "mla {}: h.rows = {} violates == sum of q_lens = {}", who, h.rows(), first[B]);
+  const Mat<T> cQ = query_latent(W, h);
+  const Mat<T> q_nope = query_nope(W, cQ), q_pe = query_rope(W, cQ, chunk_positions(diag, q_lens));
   ChunkOutput<T> out;
   out.u.resize(first[B], c.hidden);
   const Array<T> kv = gather(cache);
   if (path == ChunkPath::Decompressed) {
     Array<T> K, V;
     decompress(W, kv, cache.seqlens, K, V);  // every token of prefix and chunk, every head
-    output_projection(W, chunk_attend_decompressed(c, q_nope, q_pe, K, V, chunk.q_lens, prefix, out.lse), out.u);
+    output_projection(W, chunk_attend_decompressed(c, q_nope, q_pe, K, V, q_lens, diag, out.lse), out.u);
   } else {
-    const Mat<T> o_lat = chunk_attend_absorbed(c, absorb_query(W, q_nope), q_pe, kv, chunk.q_lens, prefix, out.lse);
+    const Mat<T> o_lat = chunk_attend_absorbed(c, absorb_query(W, q_nope), q_pe, kv, q_lens, diag, out.lse);
     output_projection(W, absorb_output(W, o_lat), out.u);
   }
   return out;
+}
+
+// The chunk's step: writes its cache rows (cache.seqlens grow by q_lens), then attend_chunk.
+template <class T>
+ChunkOutput<T> prefill_chunk(const Weights<T>& W, PagedCache<T>& cache, const Chunk<T>& chunk, ChunkPath path) {
+  check_chunk(W, cache, chunk, path == ChunkPath::Decompressed ? "prefill" : "chunk (absorbed)");
+  const int64_t B = cache.batch();
+  const std::vector<int64_t> prefix = cache.seqlens, first = chunk_offsets(chunk.q_lens);
+  const Mat<T> rows = kv_entries(W, chunk.h, chunk_positions(prefix, chunk.q_lens));  // [N, kv_lora + rope]
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t i = 0; i < chunk.q_lens[b]; ++i)
+      std::copy(rows.row(first[b] + i).data(), rows.row(first[b] + i).data() + W.cfg.kv_dim(),
+                cache_row(cache, b, prefix[b] + i));
+    cache.seqlens[b] = prefix[b] + chunk.q_lens[b];
+  }
+  return attend_chunk(W, cache, chunk.h, chunk.q_lens, path);
 }
 
 }  // namespace ladder::mla
