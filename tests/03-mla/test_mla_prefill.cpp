@@ -158,6 +158,20 @@ TEST_CASE("multi-token decode: s_q = 2 and 4 query tokens per sequence on a cach
   }
 }
 
+TEST_CASE("prefill and the absorbed chunk on awkward dimensions (hidden 97, 3 heads, kv_lora 111, nope 13, rope 10, v 7)") {
+  Config c;
+  c.hidden = 97, c.n_heads = 3, c.q_lora_rank = 59, c.kv_lora_rank = 111, c.qk_nope = 13, c.qk_rope = 10, c.v_head = 7;
+  const Weights<float> W = random_weights(c, 31);
+  const ChunkInputs in = make_chunk_inputs(W, ChunkSpec{{1, 0, 130}, {1, 67, 2}, 4504, true, 2});
+  const Judge judge(W, in);
+  for (ChunkPath path : {ChunkPath::Decompressed, ChunkPath::Absorbed}) {
+    const ChunkOutput<float> o32 = run_chunk<float>(W, in, path);
+    judge.check(name(path), "awkward dims", test::as_array(o32.u), o32.lse);
+    const ChunkOutput<double> o64 = run_chunk<double>(W, in, path);
+    judge.check(name(path), "awkward dims", test::as_array(o64.u), o64.lse);
+  }
+}
+
 TEST_CASE("every decode rung, token by token on the rows the chunk writes, == the same oracle") {
   const ChunkInputs in = make_chunk_inputs(model(), kRagged);
   const Judge judge(model(), in);
@@ -313,4 +327,12 @@ TEST_CASE("bad input names the parameter and the constraint") {
         std::string::npos);
   CHECK(message([](Wt&, C& c, K& k) { c.seqlens = {64}, k.q_lens = {4}; }).find("needs 2 blocks") != std::string::npos);
   CHECK(message([](Wt& w, C&, K&) { w.W_DKV = Mat<float>(); }).find("W_DKV and kv_norm are empty") != std::string::npos);
+  // attend_chunk (the rows already in the cache): at most the cached tokens can be queries.
+  std::string e;
+  try {
+    attend_chunk(model(), in.cache, Mat<float>(in.chunk.h.topRows(1)), {61}, ChunkPath::Absorbed);
+  } catch (const Error& x) {
+    e = x.what();
+  }
+  CHECK(e.find("q_lens[0] = 61 violates 1 <= q_len <= cache.seqlens[0] = 60") != std::string::npos);
 }
