@@ -145,7 +145,8 @@ void chunk_measured(const ReproduceContext& ctx, const Model& model, Out& out) {
       "FLOP crossover at P = {}: q_len* = {:.1f} (formula). Measured here: {}. The reference paths are not tuned "
       "kernels (the decompressed one runs a matrix-vector product per query row and head, the absorbed one an "
       "[H, keys] product per query token), so the measured crossover says where these two codes cross on this "
-      "machine, not where FlashMLA's would.",
+      "machine, not where FlashMLA's would; at small q_len the step's fixed costs (the query path, a copy of the "
+      "cache, OpenMP regions, which a shared machine makes slow) dwarf the attention FLOPs.",
       P, chunk_crossover(c, static_cast<double>(P)),
       crossed < 0 ? std::string("the absorbed path stayed faster up to q_len 512")
       : crossed_after == 0 ? std::string("the decompressed path was faster at every q_len measured")
