@@ -103,11 +103,12 @@ void chunk_part(Out& out) {
   out.line(fmt::format(
       "Each cached row [c^KV | k^R] (2 (kv_lora + rope) bytes in bf16) meets every head of every query token: "
       "2 (2 kv_lora + rope) FLOPs per head per token, {:.3f} FLOP/B per h_q x s_q. The absorbed decode turns "
-      "compute-bound on the H800 ({:.0f} TFLOP/s bf16, {:.0f} GB/s) once h_q x s_q >= {:.0f} (FlashMLA's deep-dive "
-      "puts it at 128): with DeepSeek's 128 heads on one GPU (DP attention), one MTP token (s_q = 2) is past it -- "
+      "compute-bound on the H800 ({:.0f} TFLOP/s bf16, {:.0f} GB/s) once h_q x s_q >= {:.0f} (data/papers/03-mla.json "
+      "flashmla_h800: ~{}, derived there from 865 TFLOP/s / 3.35 TB/s / 2; AUDIT.md says where it comes from): with DeepSeek's 128 heads on one GPU (DP attention), one MTP token (s_q = 2) is past it -- "
       "the Huawei report's \"compute density far above GQA and MHA ... no longer purely bandwidth-bound\" with MTP "
       "(§7.1.1).",
-      per_hs, peak / 1e12, bw / 1e9, std::ceil(ridge / per_hs)));
+      per_hs, peak / 1e12, bw / 1e9, std::ceil(ridge / per_hs),
+      paper_values().at("flashmla_h800").at("compute_bound_hq_sq").get<int>()));
 }
 
 void chunk_measured(const ReproduceContext& ctx, const Model& model, Out& out) {
