@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "ladder/core/json.hpp"
 #include "ladder/core/timing.hpp"
@@ -124,6 +125,9 @@ void chunk_measured(const ReproduceContext& ctx, const Model& model, Out& out) {
   std::string t = "| q_len | absorbed: ms per new token | decompressed: ms per new token | time abs / dec | "
                   "FLOPs abs / dec (Cost) |\n|---|---|---|---|---|\n";
   int64_t prev = 0, crossed = -1, crossed_after = 0;
+  const std::filesystem::path csv_path = ctx.out_dir / "03-mla-chunk-timing.csv";
+  std::ofstream csv(csv_path);
+  csv << "P,q_len,path,seconds,flops\n";
   for (int64_t n : {1, 8, 32, 128, 256, 512}) {
     const Chunk<float> chunk{Mat<float>(in.chunk.h.topRows(n)), {n}};
     double sec[2] = {0, 0};
@@ -134,6 +138,8 @@ void chunk_measured(const ReproduceContext& ctx, const Model& model, Out& out) {
         prefill_chunk(model.W, cache, chunk, path);
       };
       sec[path == ChunkPath::Decompressed] = median_seconds(step, n >= 128 ? 1 : 3);
+      csv << fmt::format("{},{},{},{},{}\n", P, n, path == ChunkPath::Decompressed ? "decompressed" : "absorbed",
+                         sec[path == ChunkPath::Decompressed], flops(path, c, P, n));
     }
     if (crossed < 0 && sec[1] < sec[0]) crossed = n, crossed_after = prev;
     prev = n;
@@ -142,6 +148,9 @@ void chunk_measured(const ReproduceContext& ctx, const Model& model, Out& out) {
                      flops(ChunkPath::Absorbed, c, P, n) / flops(ChunkPath::Decompressed, c, P, n));
   }
   out.table(t);
+  csv.close();
+  out.line(fmt::format("CSV: {} (time per chunk and Cost's FLOPs, both paths; no figure drawn yet)",
+                       csv_path.filename().string()));
   out.line(fmt::format(
       "FLOP crossover at P = {}: q_len* = {:.1f} (formula). Measured here: {}. The reference paths are not tuned "
       "kernels (the decompressed one runs a matrix-vector product per query row and head, the absorbed one an "
