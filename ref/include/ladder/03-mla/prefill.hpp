@@ -19,7 +19,8 @@
 // the decode rungs' form, FlashMLA's "MQA mode": d_qk = kv_lora + rope = 576 over the latent cache, d_v =
 // 512): q_abs = q^C W_UK per head, scores against the cache rows as stored, o^lat = a c^KV, o = W_UV o^lat.
 // With n_b = 1 both are a decode step (CD and A_CC_ME); n_b > 1 with the absorbed path is the decode of
-// s_q = n_b query tokens per sequence, causal among them (FlashMLA's s_q, MTP's verify step).
+// s_q = n_b query tokens per sequence, causal among them (FlashMLA's s_q, MTP's verify step): attend_chunk
+// runs steps 2-3 alone over rows already in the cache (a decode step's input), prefill_chunk all three.
 // The FLOPs of both, as formulas of (B, P, q_len): chunk_cost (cost.hpp), checked against the count.
 // Every score row is one product over exactly the keys it sees, so the counted FLOPs are the causal ones.
 // T = double is the oracle's precision; no OpenMP split changes a bit (each output row is one serial task).
