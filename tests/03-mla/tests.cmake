@@ -15,3 +15,8 @@ ladder_add_test(test_03_mla_cuda
 ladder_add_test(test_03_mla_cuda_gemm
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda_gemm.cpp
   LIBS ladder_cuda ladder_core SIMT)
+# A chunk of q_len tokens per sequence on a cached prefix (prefill.hpp): the decompressed prefill and the
+# absorbed chunk vs CD decoding the tokens one at a time, cache rows, the mask caught, FLOPs == chunk_cost.
+ladder_add_test(test_03_mla_prefill
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_prefill.cpp
+  LIBS ladder_core ladder_lab_oracle)

@@ -1,7 +1,9 @@
-// tools/ladder/03-mla/report.hpp -- the pieces of `ladder reproduce 03-mla` (stage 03), in two files:
+// tools/ladder/03-mla/report.hpp -- the pieces of `ladder reproduce 03-mla` (stage 03), in three files:
 //   reproduce.cpp           the exact part: the notes' table from each rung's Cost, AM's per-query
 //                                  FLOPs and weights, the largest L that fits a memory budget, the
 //                                  true-shape correctness check;
+//   reproduce_chunk.cpp     prefill vs decode: where a chunk's decompressed and absorbed paths cost
+//                                  the same, MTP's arithmetic intensity (chunk_cost);
 //   reproduce_measured.cpp  the measured part: time per decode step vs L per rung (B = 1, 32),
 //                                  ratios beside the notes' A100 figures, marginal rates vs this CPU's
 //                                  GEMM rate and copy bandwidth (the roofline), CSV and PNG.
@@ -60,6 +62,9 @@ struct Model {
 mla::Config timing_config(const ReproduceContext& ctx);
 
 void exact_part(const ReproduceContext& ctx, const Model& model, Out& out);
+// Prefill vs decode (reproduce_chunk.cpp): the crossover q_len and MTP's arithmetic intensity, from chunk_cost.
+void chunk_part(Out& out);
+void chunk_measured(const ReproduceContext& ctx, const Model& model, Out& out);
 void measured_part(const ReproduceContext& ctx, const Model& model, Out& out);
 
 }  // namespace ladder::cli::mla_report

@@ -166,6 +166,7 @@ void exact_part(const ReproduceContext& ctx, const Model& model, Out& out) {
   table_section(out, paper);
   am_section(out, paper);
   fits_section(out, paper);
+  chunk_part(out);
   correctness_section(ctx, model, out);
 }
 
@@ -179,6 +180,7 @@ std::string reproduce_03_mla(const ReproduceContext& ctx) {
   model.absorbed = mla::absorb_weights(model.W);
   mla_report::exact_part(ctx, model, out);
   mla_report::measured_part(ctx, model, out);
+  mla_report::chunk_measured(ctx, model, out);
   return out.md;
 }
 

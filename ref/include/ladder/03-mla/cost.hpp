@@ -17,7 +17,9 @@
 // the others (512 + 64) 2 = 1,152 B; FLOPs CD 2 128 192 + 2 128 128 = 81,920, CC 2 512 (128 256) +
 // 81,920 = 33,636,352, A_CC / A_CC_ME (and AM, flash_mla) 2 128 (512 + 64) + 2 128 512 = 278,528.
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "ladder/core/cost.hpp"
@@ -131,6 +133,65 @@ inline Cost step_cost(Variant v, const Shape& shape) {
   return Cost{s.B * (query_flops(v, c).total() + s.L * flops_per_cached_token(v, c)),
               weight_elems(v, c) * s.e + s.B * s.L * cache_elems_per_token(v, c) * s.e + io, io,
               scratch_elems(v, c, s.B, s.L) * s.e};
+}
+
+// ---- a chunk of q_len new tokens per sequence on a cached prefix (prefill.hpp) ----------------------------
+//
+// Both paths, per sequence with prefix P and chunk n (L = P + n after it), count the same query path, W_O
+// and the chunk's cache rows (W_DKV: 2 hidden (kv_lora + rope) per token, which a decode step does not
+// count: its row is an input). They differ in three places:
+//   decompressed: 2 H kv_lora (nope + v) per token of L (K, V of prefix AND chunk), 2 H (nope + rope + v)
+//                 per visible query-key pair;
+//   absorbed:     2 H kv_lora (nope + v) per chunk token (q^C W_UK, W_UV o^lat), 2 H (2 kv_lora + rope) per pair.
+// The causal pairs: n P + n (n + 1) / 2 (token i sees P + i + 1 keys). So
+//   F_abs - F_dec = 2 H [pairs (2 kv_lora - nope - v) - P kv_lora (nope + v)]
+// and the paths cost the same at pairs = P c, c = kv_lora (nope + v) / (2 kv_lora - nope - v), i.e.
+//   n* = sqrt((P + 1/2)^2 + 2 P c) - (P + 1/2):
+// absorbed is cheaper below n*, decompressed above; n* -> c (170.7 at DeepSeek-V2 and V3) as P grows, is 0 at
+// P = 0 (nothing to decompress: absorbing only adds work), and depends on neither H nor B nor hidden.
+// Bytes: both read the same weights (kv_b included: W_UK, W_UV), the prefix's compressed rows and h, and write
+// the chunk's rows and u; the scratch differs: decompressed K, V (B H L (nope + rope + v)) against q_abs and
+// o^lat (2 B n H kv_lora). Not counted: the contiguous copy of the cache both reference paths gather (a kernel
+// reads the pages in place) and the one score row per head a task keeps.
+enum class ChunkPath { Decompressed, Absorbed };
+
+// The chunk's cost shape: {B, P, q_len, elem_bytes, hidden, H, q_lora, kv_lora, nope, rope, v} (every sequence
+// with prefix P and q_len new tokens).
+inline Shape chunk_cost_shape(const Config& c, int64_t B, int64_t P, int64_t q_len, int64_t elem_bytes = 4) {
+  return {B, P, q_len, elem_bytes, c.hidden, c.n_heads, c.q_lora_rank, c.kv_lora_rank, c.qk_nope, c.qk_rope, c.v_head};
+}
+
+// Query-key pairs of one sequence's causal chunk: token i (i < n) sees P + i + 1 keys.
+inline double causal_pairs(double P, double n) { return n * P + n * (n + 1) / 2; }
+
+inline Cost chunk_cost(ChunkPath path, const Shape& shape) {
+  require(shape.size() == 11,
+          "mla chunk cost: shape {} must be {{B, P, q_len, elem_bytes, hidden, H, q_lora, kv_lora, nope, rope, v}}",
+          shape_str(shape));
+  require(shape[2] >= 1, "mla chunk cost: q_len = {} violates q_len >= 1", shape[2]);
+  // The decode shape's parser checks B, P (as L >= 0), elem_bytes and the config.
+  const CostShape s = parse_cost_shape({shape[0], shape[1], shape[3], shape[4], shape[5], shape[6], shape[7],
+                                        shape[8], shape[9], shape[10]});
+  const Config& c = s.cfg;
+  const double P = s.L, n = static_cast<double>(shape[2]), D = static_cast<double>(c.hidden);
+  const double H = static_cast<double>(c.n_heads), R = static_cast<double>(c.kv_lora_rank);
+  const double kv = static_cast<double>(c.kv_dim()), pairs = causal_pairs(P, n);
+  const bool dec = path == ChunkPath::Decompressed;
+  const Variant like = dec ? Variant::CD : Variant::A_CC_ME;  // the decode rung of the same arithmetic
+  double flops = n * (query_flops(like, c).total() + 2 * D * kv) + pairs * flops_per_cached_token(like, c);
+  if (dec) flops += (P + n) * 2 * R * H * static_cast<double>(c.kv_b_rows());
+  const double weights = weight_elems(Variant::CC, c) + kv * D + R;  // + W_DKV, kv_norm
+  const double scratch = dec ? H * (P + n) * static_cast<double>(c.q_head() + c.v_head) : 2 * n * H * R;
+  return Cost{s.B * flops, (weights + s.B * (P * kv + n * D)) * s.e, s.B * n * (kv + D) * s.e, s.B * scratch * s.e};
+}
+
+// The q_len at which both paths cost the same FLOPs for a prefix of P tokens (the formula above; +inf when
+// 2 kv_lora <= nope + v, where the absorbed path is never the dearer one).
+inline double chunk_crossover(const Config& c, double P) {
+  const double R = static_cast<double>(c.kv_lora_rank), nv = static_cast<double>(c.qk_nope + c.v_head);
+  if (2 * R <= nv) return std::numeric_limits<double>::infinity();
+  const double cc = R * nv / (2 * R - nv);
+  return std::sqrt((P + 0.5) * (P + 0.5) + 2 * P * cc) - (P + 0.5);
 }
 
 // Everything one step touches, resident at once: weights, cache, scratch, h and u.

@@ -23,6 +23,8 @@
 //   mla/flash.hpp         flash_mla: A_CC_ME + tiled online softmax over pages + split-KV combine
 //   mla/cost.hpp          FLOPs, cache bytes, traffic and scratch as formulas of the shape
 //   mla/synthetic.hpp     seeded decode inputs (prefilled or random cache rows, shuffled block tables)
+//   mla/prefill.hpp       a chunk of q_len tokens on a cached prefix: the prefill (decompressed), the
+//                         decode of s_q tokens (absorbed); chunk_cost and the crossover in mla/cost.hpp
 //   mla/golden.hpp        the golden cases (data/golden/03-mla; ref/src/03-mla/golden.cpp)
 //
 // A rung is two functions: prepare (the cache in the rung's layout, AM's absorbed matrices; once per
@@ -43,6 +45,7 @@
 #include "ladder/03-mla/gemm.hpp"
 #include "ladder/03-mla/layers.hpp"
 #include "ladder/03-mla/model.hpp"
+#include "ladder/03-mla/prefill.hpp"
 #include "ladder/03-mla/step.hpp"
 #include "ladder/03-mla/synthetic.hpp"
 
