@@ -22,6 +22,7 @@
 
 #include "cli.hpp"
 #include "ladder/07-precision/fp8_block.hpp"
+#include "ladder/07-precision/smoothquant.hpp"
 #include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
 
@@ -85,6 +86,28 @@ Curve curve_at(int64_t k, int64_t m, int64_t n, uint64_t seed) {
   return cv;
 }
 
+// SmoothQuant's table (rung (b), smoothquant.hpp): the A8W8 output's relative error over a.
+std::string smoothquant_section() {
+  const std::string intro = fmt::format(
+      "\n## 07-precision: SmoothQuant A8W8 on outlier channels (smoothquant.hpp)\n\nX [{} x {}] N(0,1) with {} "
+      "channels x{:.0f} (seed {}), W [{} x {}] N(0,1/K), weights int8 per channel; relative Frobenius error of the "
+      "output against X W in float64.\n",
+      precision::kSqTokens, precision::kSqK, precision::kOutliers, precision::kOutlierGain, precision::kSqSeed,
+      precision::kSqK, precision::kSqN);
+  fmt::print("{}", intro);
+  std::string md = intro + "\n| a | per-tensor int8 | per-token int8 | smoothed, per-tensor | smoothed, per-token |\n"
+                           "|---|---|---|---|---|\n";
+  fmt::print("{:>5} {:>16} {:>16} {:>20} {:>20}\n", "a", "per-tensor", "per-token", "smoothed per-tensor",
+             "smoothed per-token");
+  for (const precision::SqRow& r : precision::smoothquant_table(precision::sq_data())) {
+    fmt::print("{:>5.2f} {:>15.3f}% {:>15.3f}% {:>19.3f}% {:>19.3f}%\n", r.alpha, 100 * r.tensor_plain,
+               100 * r.token_plain, 100 * r.tensor_smooth, 100 * r.token_smooth);
+    md += fmt::format("| {:.2f} | {:.3f}% | {:.3f}% | {:.3f}% | {:.3f}% |\n", r.alpha, 100 * r.tensor_plain,
+                      100 * r.token_plain, 100 * r.tensor_smooth, 100 * r.token_smooth);
+  }
+  return md;
+}
+
 }  // namespace
 
 std::string reproduce_07_precision(const ReproduceContext& ctx) {
@@ -127,6 +150,7 @@ std::string reproduce_07_precision(const ReproduceContext& ctx) {
       paper.at("v3_acc_bits"), 100 * paper.at("v3_max_rel_err_k4096"), paper.at("v3_nc"));
   fmt::print("{}", src);
   md += "\n" + src;
+  md += smoothquant_section();
   return md;
 }
 
