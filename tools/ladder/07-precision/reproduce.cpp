@@ -23,6 +23,9 @@
 #include "cli.hpp"
 #include "ladder/07-precision/fp8_block.hpp"
 #include "ladder/07-precision/smoothquant.hpp"
+#include "ladder/06-disagg/deploy/memory.hpp"
+#include "ladder/06-disagg/presets.hpp"
+#include "ladder/06-disagg/roofline.hpp"
 #include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
 
@@ -108,6 +111,54 @@ std::string smoothquant_section() {
   return md;
 }
 
+// Byte tables (derived from stage 06's DeepSeek-V3 model data, ladder/06-disagg/presets.hpp): the MLA
+// cache row per token per layer, and one routed expert's weights, in each format.
+std::string bytes_section() {
+  const disagg::ModelSpec m = disagg::deepseek_v3();
+  const double lat = static_cast<double>(m.mla.kv_lora_rank), rope = static_cast<double>(m.mla.qk_rope);
+  const double row = static_cast<double>(m.mla.kv_dim()), layers = static_cast<double>(m.layers);
+  // FlashMLA's FP8 record: the latent in E4M3, one fp32 scale per 128 latent values, RoPE part in bf16.
+  const double fp8 = lat + 4 * (lat / 128) + 2 * rope;
+  struct KvRow { const char* what; double bytes; };
+  const KvRow kv[3] = {{"bf16 (stage 03's table, elem_bytes 2)", deploy::mla_kv_row_bytes(m, 2)},
+                       {"int8, one fp32 scale per token", row + 4},
+                       {"FlashMLA FP8 record (E4M3 latent, fp32 scale / 128, bf16 RoPE)", fp8}};
+  std::string md = fmt::format(
+      "\n## 07-precision: bytes (derived from DeepSeek-V3's model data: kv_lora {}, rope {}, {} layers, hidden {}, "
+      "moe_intermediate {})\n\n| KV cache per token | bytes per layer | all layers | vs bf16 |\n|---|---|---|---|\n",
+      m.mla.kv_lora_rank, m.mla.qk_rope, m.layers, m.hidden, m.moe_intermediate);
+  for (const KvRow& r : kv)
+    md += fmt::format("| {} | {:.0f} | {:.0f} | {:.3f} |\n", r.what, r.bytes, r.bytes * layers, r.bytes / kv[0].bytes);
+  // One routed expert: gate and up [hidden x moe_inter], down [moe_inter x hidden]. A8W8: int8 + one fp32
+  // scale per output channel; A8W4: packed int4 + one fp32 scale per group of 128 along K per column.
+  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.moe_intermediate);
+  const double params = deploy::expert_params(m);
+  const double out_ch = 2 * f + h, groups = 2 * (h / 128) * f + (f / 128) * h;
+  struct ExRow { const char* what; double bytes; };
+  const ExRow ex[3] = {{"bf16", 2 * params}, {"A8W8 (int8, fp32 scale per channel)", params + 4 * out_ch},
+                       {"A8W4 (int4, fp32 scale per 128-group)", params / 2 + 4 * groups}};
+  const double per_token = static_cast<double>(m.top_k + m.shared_experts);
+  md += fmt::format("\n| expert weights ({:.0f} parameters) | bytes per expert | per token per MoE layer ({} routed + "
+                    "{} shared experts read, batch 1) | vs bf16 |\n|---|---|---|---|\n",
+                    params, m.top_k, m.shared_experts);
+  for (const ExRow& r : ex)
+    md += fmt::format("| {} | {:.0f} | {:.0f} | {:.3f} |\n", r.what, r.bytes, r.bytes * per_token, r.bytes / ex[0].bytes);
+  // Stage 06's roofline decode step (its weight_bytes term: bytes per weight, every weight, scales not counted).
+  const disagg::GpuSpec gpu = disagg::h800_sxm();
+  const int64_t gpus = 8;
+  md += fmt::format("\n| decode step, stage 06's roofline ({} x {}, context 4096) | weight bytes / param | B = 1 (ms) | "
+                    "B = 64 (ms) |\n|---|---|---|---|\n", gpus, gpu.name);
+  const std::pair<const char*, double> wb[3] = {{"bf16", 2.0}, {"A8W8", 1.0}, {"A8W4", 0.5}};
+  for (const auto& [what, bytes] : wb) {
+    const disagg::RooflineModel rm(m, gpu, gpus, bytes, 2);
+    const double b1 = rm.decode_ms({1, 4096, 0}), b64 = rm.decode_ms({64, 64 * 4096.0, 0});
+    md += fmt::format("| {} | {:g} | {:.3f} | {:.3f} |\n", what, bytes, b1, b64);
+  }
+  md += "\nAll figures derived (computed from the model data, the formats and stage 06's roofline), not measured.\n";
+  fmt::print("{}", md);
+  return md;
+}
+
 }  // namespace
 
 std::string reproduce_07_precision(const ReproduceContext& ctx) {
@@ -151,6 +202,7 @@ std::string reproduce_07_precision(const ReproduceContext& ctx) {
   fmt::print("{}", src);
   md += "\n" + src;
   md += smoothquant_section();
+  md += bytes_section();
   return md;
 }
 
