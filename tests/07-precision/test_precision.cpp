@@ -9,6 +9,7 @@
 #include "golden_util.hpp"
 #include "ladder/07-precision/golden_cases.hpp"
 #include "ladder/07-precision/recipe.hpp"
+#include "ladder/07-precision/smoothquant.hpp"
 #include "ladder/core/contract.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/core/rng.hpp"
@@ -285,4 +286,35 @@ TEST_CASE("07: a truncating accumulator is within its own recipe's bound; a narr
   Fp8Cand narrow;
   narrow.bits = 8, narrow.nc = 32;
   CHECK_FALSE(passes(g, "y", npy(fp8_candidate(g.x, g.w, g.recipe.fp8, narrow).y)));
+}
+
+// Rung (b): SmoothQuant on the seeded outlier-channel data (smoothquant.hpp). The trend is computed here
+// from the data, never typed: smoothing at a = 0.5 beats both unsmoothed granularities and both ends of a.
+TEST_CASE("07: SmoothQuant's table: smoothing at a = 0.5 beats per-tensor and per-token int8; a = 0 and 1 are worse") {
+  const std::vector<SqRow> t = smoothquant_table(sq_data());
+  REQUIRE(t.size() == 5);
+  const SqRow& mid = t[2];
+  CHECK(mid.alpha == 0.5);
+  CHECK(mid.token_plain < mid.tensor_plain);                    // per-token helps a little
+  CHECK(mid.token_smooth < mid.token_plain);                    // smoothing helps more
+  CHECK(mid.tensor_smooth < mid.tensor_plain);
+  for (const SqRow& r : t) {
+    CHECK(r.violation <= 1);                                    // the right smoothing keeps X W
+    if (r.alpha != 0.5) CHECK(mid.token_smooth < r.token_smooth);  // a = 0.5 is the table's best
+  }
+}
+
+TEST_CASE("07: SmoothQuant: a scale applied to X and not undone in W is caught") {
+  const Smoother wrong = [](const Mat<float>& x, const Mat<float>& w, double a, Mat<float>& xs, Mat<float>& ws) {
+    const std::vector<float> s = quant::smoothquant_scales(x, w, a);
+    xs = x;
+    ws = w;
+    for (int64_t j = 0; j < x.cols(); ++j) xs.col(j) /= s[static_cast<size_t>(j)];
+  };
+  const std::vector<SqRow> right = smoothquant_table(sq_data());
+  const std::vector<SqRow> t = smoothquant_table(sq_data(), wrong);
+  for (size_t i = 0; i < t.size(); ++i) {
+    CHECK(t[i].violation > 1);                          // the smoothing check fails it
+    CHECK(t[i].token_smooth > right[i].tensor_plain);  // and its error is worse than not smoothing at all
+  }
 }

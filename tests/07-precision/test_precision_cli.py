@@ -52,4 +52,9 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("acc of an fp8 case: one-line error", ["check", "07-precision", j(GOLDEN, "fp8_blocks"),
            j(GOLDEN, "fp8_blocks", "y.npy"), "--output", "acc"], 2, "acc", err_one_line=True)
     expect("reproduce prints the curve", ["reproduce", "07-precision", "--quick", "--out", tmp], 0, "promoted")
+    expect("reproduce prints SmoothQuant's table", ["reproduce", "07-precision", "--quick", "--out", tmp], 0,
+           "smoothed per-token")
+    # FlashMLA states 656 bytes per token; the reproduce derives it from V3's kv_lora and rope dims.
+    expect("reproduce derives FlashMLA's 656-byte FP8 record", ["reproduce", "07-precision", "--quick", "--out", tmp],
+           0, "bf16 RoPE) | 656 |")
 sys.exit(1 if failures else 0)

@@ -22,6 +22,10 @@
 
 #include "cli.hpp"
 #include "ladder/07-precision/fp8_block.hpp"
+#include "ladder/07-precision/smoothquant.hpp"
+#include "ladder/06-disagg/deploy/memory.hpp"
+#include "ladder/06-disagg/presets.hpp"
+#include "ladder/06-disagg/roofline.hpp"
 #include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
 
@@ -85,6 +89,76 @@ Curve curve_at(int64_t k, int64_t m, int64_t n, uint64_t seed) {
   return cv;
 }
 
+// SmoothQuant's table (rung (b), smoothquant.hpp): the A8W8 output's relative error over a.
+std::string smoothquant_section() {
+  const std::string intro = fmt::format(
+      "\n## 07-precision: SmoothQuant A8W8 on outlier channels (smoothquant.hpp)\n\nX [{} x {}] N(0,1) with {} "
+      "channels x{:.0f} (seed {}), W [{} x {}] N(0,1/K), weights int8 per channel; relative Frobenius error of the "
+      "output against X W in float64.\n",
+      precision::kSqTokens, precision::kSqK, precision::kOutliers, precision::kOutlierGain, precision::kSqSeed,
+      precision::kSqK, precision::kSqN);
+  fmt::print("{}", intro);
+  std::string md = intro + "\n| a | per-tensor int8 | per-token int8 | smoothed, per-tensor | smoothed, per-token |\n"
+                           "|---|---|---|---|---|\n";
+  fmt::print("{:>5} {:>16} {:>16} {:>20} {:>20}\n", "a", "per-tensor", "per-token", "smoothed per-tensor",
+             "smoothed per-token");
+  for (const precision::SqRow& r : precision::smoothquant_table(precision::sq_data())) {
+    fmt::print("{:>5.2f} {:>15.3f}% {:>15.3f}% {:>19.3f}% {:>19.3f}%\n", r.alpha, 100 * r.tensor_plain,
+               100 * r.token_plain, 100 * r.tensor_smooth, 100 * r.token_smooth);
+    md += fmt::format("| {:.2f} | {:.3f}% | {:.3f}% | {:.3f}% | {:.3f}% |\n", r.alpha, 100 * r.tensor_plain,
+                      100 * r.token_plain, 100 * r.tensor_smooth, 100 * r.token_smooth);
+  }
+  return md;
+}
+
+// Byte tables (derived from stage 06's DeepSeek-V3 model data, ladder/06-disagg/presets.hpp): the MLA
+// cache row per token per layer, and one routed expert's weights, in each format.
+std::string bytes_section() {
+  const disagg::ModelSpec m = disagg::deepseek_v3();
+  const double lat = static_cast<double>(m.mla.kv_lora_rank), rope = static_cast<double>(m.mla.qk_rope);
+  const double row = static_cast<double>(m.mla.kv_dim()), layers = static_cast<double>(m.layers);
+  // FlashMLA's FP8 record: the latent in E4M3, one fp32 scale per 128 latent values, RoPE part in bf16.
+  const double fp8 = lat + 4 * (lat / 128) + 2 * rope;
+  struct KvRow { const char* what; double bytes; };
+  const KvRow kv[3] = {{"bf16 (stage 03's table, elem_bytes 2)", deploy::mla_kv_row_bytes(m, 2)},
+                       {"int8, one fp32 scale per token", row + 4},
+                       {"FlashMLA FP8 record (E4M3 latent, fp32 scale / 128, bf16 RoPE)", fp8}};
+  std::string md = fmt::format(
+      "\n## 07-precision: bytes (derived from DeepSeek-V3's model data: kv_lora {}, rope {}, {} layers, hidden {}, "
+      "moe_intermediate {})\n\n| KV cache per token | bytes per layer | all layers | vs bf16 |\n|---|---|---|---|\n",
+      m.mla.kv_lora_rank, m.mla.qk_rope, m.layers, m.hidden, m.moe_intermediate);
+  for (const KvRow& r : kv)
+    md += fmt::format("| {} | {:.0f} | {:.0f} | {:.3f} |\n", r.what, r.bytes, r.bytes * layers, r.bytes / kv[0].bytes);
+  // One routed expert: gate and up [hidden x moe_inter], down [moe_inter x hidden]. A8W8: int8 + one fp32
+  // scale per output channel; A8W4: packed int4 + one fp32 scale per group of 128 along K per column.
+  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.moe_intermediate);
+  const double params = deploy::expert_params(m);
+  const double out_ch = 2 * f + h, groups = 2 * (h / 128) * f + (f / 128) * h;
+  struct ExRow { const char* what; double bytes; };
+  const ExRow ex[3] = {{"bf16", 2 * params}, {"A8W8 (int8, fp32 scale per channel)", params + 4 * out_ch},
+                       {"A8W4 (int4, fp32 scale per 128-group)", params / 2 + 4 * groups}};
+  const double per_token = static_cast<double>(m.top_k + m.shared_experts);
+  md += fmt::format("\n| expert weights ({:.0f} parameters) | bytes per expert | per token per MoE layer ({} routed + "
+                    "{} shared experts read, batch 1) | vs bf16 |\n|---|---|---|---|\n",
+                    params, m.top_k, m.shared_experts);
+  for (const ExRow& r : ex)
+    md += fmt::format("| {} | {:.0f} | {:.0f} | {:.3f} |\n", r.what, r.bytes, r.bytes * per_token, r.bytes / ex[0].bytes);
+  // Stage 06's roofline decode step (its weight_bytes term: bytes per weight, every weight, scales not counted).
+  const disagg::GpuSpec gpu = disagg::h800_sxm();
+  const int64_t gpus = 8;
+  md += fmt::format("\n| decode step, stage 06's roofline ({} x {}, context 4096) | weight bytes / param | B = 1 (ms) | "
+                    "B = 64 (ms) |\n|---|---|---|---|\n", gpus, gpu.name);
+  const std::pair<const char*, double> wb[3] = {{"bf16", 2.0}, {"A8W8", 1.0}, {"A8W4", 0.5}};
+  for (const auto& [what, bytes] : wb) {
+    const disagg::RooflineModel rm(m, gpu, gpus, bytes, 2);
+    const double b1 = rm.decode_ms({1, 4096, 0}), b64 = rm.decode_ms({64, 64 * 4096.0, 0});
+    md += fmt::format("| {} | {:g} | {:.3f} | {:.3f} |\n", what, bytes, b1, b64);
+  }
+  md += "\nAll figures derived (computed from the model data, the formats and stage 06's roofline), not measured.\n";
+  fmt::print("{}", md);
+  return md;
+}
+
 }  // namespace
 
 std::string reproduce_07_precision(const ReproduceContext& ctx) {
@@ -127,6 +201,8 @@ std::string reproduce_07_precision(const ReproduceContext& ctx) {
       paper.at("v3_acc_bits"), 100 * paper.at("v3_max_rel_err_k4096"), paper.at("v3_nc"));
   fmt::print("{}", src);
   md += "\n" + src;
+  md += smoothquant_section();
+  md += bytes_section();
   return md;
 }
 
