@@ -6,3 +6,5 @@ ladder_add_test(test_06_deploy SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_deploy.cpp
 ladder_add_test(test_06_mtp SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mtp.cpp LIBS ladder_core)
 # Sharding rungs on P simulated ranks: TP FFN vs unsharded under the tolerance rule, counted bytes.
 ladder_add_test(test_06_deploy_sharding SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_deploy_sharding.cpp LIBS ladder_core)
+# The report's operating points beside the step model's prediction: every row, ratio, reported figures as printed.
+ladder_add_test(test_06_operating SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_operating.cpp LIBS ladder_cli)

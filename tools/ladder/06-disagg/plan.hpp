@@ -3,6 +3,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ladder/06-disagg/deploy/layout.hpp"
 
@@ -22,5 +23,15 @@ std::string mtp_table(bool quick);
 std::string overlap_table();
 // DP-rank balance: round-robin vs least-KV vs predicted output length on a mixed-length workload.
 std::string balance_table(bool quick);
+
+// Operating points (operating.cpp): each figure the Huawei report (and DeepSeek's day 6) states beside the
+// step model's prediction; reported is read from data/papers/06-disagg-deploy.json (id), ratio = predicted / reported.
+struct OperatingPoint {
+  std::string id, point, unit;
+  double predicted = 0, reported = 0, ratio = 0;
+  std::string how, term;  // how the prediction is computed; the largest term of the difference
+};
+std::vector<OperatingPoint> operating_points();
+std::string operating_points_table();
 
 }  // namespace ladder::cli::deploy06

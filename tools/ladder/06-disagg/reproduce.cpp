@@ -8,7 +8,8 @@
 //   3. the deployment identities (Huawei A2, DeepSeek day 6, JAX v5e-64);
 //   4. the roofline model beside DistServe's fit for OPT-13B on the A100 (predicted vs fitted);
 //   5. the deployment half (plan.cpp): the Huawei report's memory figures beside ours, KV under MLA
-//      TP vs DP, MTP (acceptance sweep, the verify rung's chi-square), two-batch overlap, DP-rank balance.
+//      TP vs DP, MTP (acceptance sweep, the verify rung's chi-square), two-batch overlap, DP-rank balance, and the
+//      report's operating points beside the step model's prediction (operating.cpp).
 #include <fmt/format.h>
 
 #include "cli.hpp"
@@ -160,7 +161,7 @@ std::string reproduce_06_disagg(const ReproduceContext& ctx) {
   // 5. The deployment (chapter 06 sections 9-14): memory, KV argument, MTP, overlap; each table prints as computed.
   for (const std::string& t : {deploy06::memory_figures_table(), deploy06::kv_tp_vs_dp_table(),
                                deploy06::mtp_table(ctx.quick), deploy06::overlap_table(),
-                               deploy06::balance_table(ctx.quick)}) {
+                               deploy06::balance_table(ctx.quick), deploy06::operating_points_table()}) {
     fmt::print("{}\n", t);
     o.md += t + "\n";
   }
