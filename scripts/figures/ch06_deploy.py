@@ -90,8 +90,9 @@ def timeline_figure(p, out_dir, layers=4):
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
     labels = [f"{k} {full[k]:.3g} ms" if full[k] >= 0.01 else f"{k} {full[k] * 1000:.2g} us (too short to see)"
               for k in colors]
-    a.legend(handles, labels, fontsize=7, ncol=5, loc="upper right")
-    fig.tight_layout()
+    # Below the axes, so no bar is hidden under it.
+    fig.legend(handles, labels, fontsize=7, ncol=5, loc="lower center")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     path = os.path.join(out_dir, "two_stream_timeline.png")
     fig.savefig(path, dpi=120)
     return path
