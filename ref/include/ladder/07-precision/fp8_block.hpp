@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "ladder/07-precision/a8w8.hpp"  // gamma_n
+#include "ladder/07-precision/fp8_kernels.hpp"  // Fp8Recipe, the accumulator, encode_e4m3, fp8_block_dot
 #include "ladder/core/error.hpp"
 #include "ladder/core/fixed_order.hpp"
 #include "ladder/core/formats.hpp"
@@ -55,15 +56,6 @@
 
 namespace ladder::precision {
 
-enum class AccRound : uint8_t { nearest_even, toward_zero };
-
-struct Fp8Recipe {
-  int acc_bits = 14;                            // significant bits of the accumulator, 8..24
-  AccRound acc_round = AccRound::nearest_even;  // how each addition is rounded to acc_bits
-  int64_t nc = 128;                             // promotion interval N_C, a divisor of 128
-  float x_scale = 0;                            // 0: dynamic 1 x 128 scales; > 0: one static scale
-};
-
 inline void check_recipe(const Fp8Recipe& r) {
   require(r.acc_bits >= 8 && r.acc_bits <= 24, "fp8 recipe: acc_bits = {} violates 8 <= acc_bits <= 24", r.acc_bits);
   require(r.nc >= 1 && 128 % r.nc == 0, "fp8 recipe: nc = {} violates nc >= 1 and 128 % nc == 0", r.nc);
@@ -71,33 +63,8 @@ inline void check_recipe(const Fp8Recipe& r) {
           "fp8 recipe: x_scale = {} violates x_scale == 0 (dynamic) or finite x_scale >= 2^-50", r.x_scale);
 }
 
-// The accumulator's unit: every product of two E4M3 values is a multiple of 2^-18.
-inline constexpr double kUnit = 0x1p-18;
 // Largest K emulated: K 448^2 < 2^38 units... keeps every sum far inside int64 (and float32's range).
 inline constexpr int64_t kFp8MaxK = int64_t{1} << 20;
-
-// n rounded to `bits` significant bits (RNE or truncation), exactly, in integers.
-inline int64_t round_significant(int64_t n, int bits, AccRound mode) {
-  const uint64_t a = n < 0 ? uint64_t(0) - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
-  const int bw = a == 0 ? 0 : 64 - __builtin_clzll(a);
-  if (bw <= bits) return n;
-  const int sh = bw - bits;
-  uint64_t q = a >> sh;
-  const uint64_t rem = a & ((uint64_t{1} << sh) - 1), half = uint64_t{1} << (sh - 1);
-  if (mode == AccRound::nearest_even && (rem > half || (rem == half && (q & 1)))) ++q;
-  const int64_t r = static_cast<int64_t>(q << sh);
-  return n < 0 ? -r : r;
-}
-
-// The emulated tensor-core accumulator: an integer count of 2^-18 units, rounded after every addition.
-struct LimitedAccumulator {
-  int bits = 14;
-  AccRound mode = AccRound::nearest_even;
-  int64_t units = 0;
-  // p: an exact product of two E4M3 values (a multiple of 2^-18).
-  void add(float p) { units = round_significant(units + static_cast<int64_t>(static_cast<double>(p) / kUnit), bits, mode); }
-  float value() const { return static_cast<float>(static_cast<double>(units) * kUnit); }  // exact (<= 24 bits)
-};
 
 // x [M x K] -> E4M3 codes in 1 x 128 tiles: dynamic (amax / 448) or with the recipe's static scale.
 inline quant::Quantized fp8_quantize_x(const Mat<float>& x, const Fp8Recipe& r) {
@@ -132,23 +99,23 @@ inline Mat<float> fp8_block_product(const quant::Quantized& xq, const quant::Qua
   require(xq.block_rows == 1 && xq.block_cols == 128 && wq.block_rows == 128 && wq.block_cols == 128,
           "fp8_block_product: tiles {}x{} and blocks {}x{} violate 1x128 and 128x128", xq.block_rows, xq.block_cols,
           wq.block_rows, wq.block_cols);
-  const int64_t m = xq.rows, k = xq.cols, n = wq.cols;
-  const Mat<float> a = code_values(xq), b = code_values(wq);
-  Mat<float> y = Mat<float>::Zero(m, n);
+  const int64_t m = xq.rows, k = xq.cols, n = wq.cols, kb = (k + 127) / 128;
+  // Row i of x's codes is contiguous; w's columns are gathered once ([N x K]), and so are the scales:
+  // xs row i ([kb]) and, per column block, the 128 x 128 blocks' scales down k ([kb]).
+  std::vector<uint8_t> wt(static_cast<size_t>(n * k));
+  for (int64_t c = 0; c < k; ++c)
+    for (int64_t j = 0; j < n; ++j) wt[static_cast<size_t>(j * k + c)] = wq.codes[static_cast<size_t>(c * n + j)];
+  std::vector<float> xs(static_cast<size_t>(m * kb)), ws(static_cast<size_t>(wq.scales.cols() * kb));
+  for (int64_t b = 0; b < kb; ++b) {
+    for (int64_t i = 0; i < m; ++i) xs[static_cast<size_t>(i * kb + b)] = xq.scales(i, b);
+    for (int64_t jb = 0; jb < wq.scales.cols(); ++jb) ws[static_cast<size_t>(jb * kb + b)] = wq.scales(b, jb);
+  }
+  Mat<float> y(m, n);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float out = 0.0f;
-      for (int64_t k0 = 0; k0 < k; k0 += r.nc) {
-        LimitedAccumulator acc{r.acc_bits, r.acc_round, 0};
-        const int64_t k1 = std::min(k0 + r.nc, k);
-        for (int64_t kk = k0; kk < k1; ++kk) acc.add(a(i, kk) * b(kk, j));
-        const float t = xq.scales(i, k0 / 128) * wq.scales(k0 / 128, j / 128);
-        const float v = acc.value() * t;
-        out = out + v;
-      }
-      y(i, j) = out;
-    }
+    for (int64_t j = 0; j < n; ++j)
+      y(i, j) = fp8_block_dot(&xq.codes[static_cast<size_t>(i * k)], &xs[static_cast<size_t>(i * kb)],
+                              &wt[static_cast<size_t>(j * k)], &ws[static_cast<size_t>(j / 128 * kb)], k, r);
   return y;
 }
 
