@@ -138,6 +138,14 @@ TEST_SUITE("judge") {
       REQUIRE(judge_e4m3(x) == formats::to_e4m3(x));
       if ((c & 0x7F) != 0x7F) REQUIRE(judge_e4m3(x) == c);
     }
+    const auto& v = magnitudes();
+    for (int c = 0; c + 1 < 127; ++c) {  // every midpoint and the floats beside it, both signs
+      const float mid = static_cast<float>((v[static_cast<size_t>(c)] + v[static_cast<size_t>(c) + 1]) / 2);
+      for (const float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f), -mid}) {
+        CAPTURE(x);
+        REQUIRE(judge_e4m3(x) == formats::to_e4m3(x));
+      }
+    }
     CHECK(judge_e4m3(464.0f) == 0x7E);  // the tie at the top goes to the even 448
     CHECK(judge_e4m3(std::nextafter(464.0f, 1e9f)) == 0x7E);
     CHECK(judge_e4m3(0x1p-10f) == 0x00);  // half the smallest subnormal: a tie, to the even 0
