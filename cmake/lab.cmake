@@ -3,7 +3,7 @@
 # Everything else in a lab build is compiled from the reference headers (ladder_core, ladder_cuda, the
 # judge in tests/lab_oracle.cmake, the test sources), once. Compiled against the starter's headers
 # (found first) are only:
-#   ladder_lab_student   the library sources listed in LADDER_LAB_SOURCES: for labs 02-06 the
+#   ladder_lab_student   the library sources listed in LADDER_LAB_SOURCES: for labs 02-07 the
 #                        stage's thin student units ref/src/<NN-stage>/lab/*.cpp, which instantiate exactly
 #                        the functions the student writes (those marked LADDER_LAB_ENTRY); for lab 01
 #                        the stage's registry (ref/src/<NN-stage>/registry.cpp) -- and the starter's .cu files (the
