@@ -228,6 +228,29 @@ void attention_cases(const fs::path& golden, std::vector<Outcome>& out) {
   const CaseFolder mc = read_case(m, golden / "03-mla" / "L_63");
   out.push_back(candidate("lse in log2 where ln is promised (MLA lse)", true, "FlashMLA: base-2 lse in sparse prefill",
                           "03-mla", mc.inputs, mc.params, mc.expected, "lse", f32_of(mc.expected.at("lse"), 1 / std::log(2.0))));
+  // Paged cache, 1000 tokens in 16 pages: a wrong block_table entry (page 0 read in place of page 1) ...
+  const CaseFolder pc = read_case(m, golden / "03-mla" / "L_1000");
+  const Array<int64_t> table = npy_as_int64(pc.inputs.at("block_table"), "block_table");
+  Tensors wrong = pc.inputs;
+  Array<int32_t> t32(table.shape);
+  for (size_t i = 0; i < table.data.size(); ++i) t32.data[i] = static_cast<int32_t>(table.data[i]);
+  t32.data[1] = t32.data[0];
+  wrong["block_table"] = to_npy(t32);
+  out.push_back(candidate("a wrong block_table entry (one page read twice)", true, "paged-attention ports", "03-mla",
+                          pc.inputs, pc.params, pc.expected, "u", f32_of(run_oracle(m, wrong, pc.params).at("u"))));
+  // ... and the same pages stored in other places, the table following them: flash_mla (float32) must pass.
+  const Array<float> blocks = from_npy<float>(pc.inputs.at("blocks"), "blocks");
+  const int64_t nb = blocks.shape[0], per = blocks.size() / nb;
+  Array<float> moved(blocks.shape);
+  for (int64_t b = 0; b < nb; ++b)  // page b now lives at nb - 1 - b
+    std::copy(blocks.data.begin() + b * per, blocks.data.begin() + (b + 1) * per, moved.data.begin() + (nb - 1 - b) * per);
+  Tensors placed = pc.inputs;
+  for (size_t i = 0; i < table.data.size(); ++i)
+    t32.data[i] = table.data[i] < 0 ? -1 : static_cast<int32_t>(nb - 1 - table.data[i]);
+  placed["blocks"] = to_npy(moved), placed["block_table"] = to_npy(t32);
+  const Tensors fm = run_rung(m, registry().find("03-mla", "ref", "flash_mla"), placed, pc.params, DType::F4);
+  out.push_back(candidate("flash_mla (float32), pages placed elsewhere", false, "other page placements", "03-mla",
+                          pc.inputs, pc.params, pc.expected, "u", fm.at("u")));
 }
 
 // ---- 05-eplb: placements -----------------------------------------------------------------------------------------
