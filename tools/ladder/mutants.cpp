@@ -253,6 +253,32 @@ void attention_cases(const fs::path& golden, std::vector<Outcome>& out) {
                           pc.inputs, pc.params, pc.expected, "u", fm.at("u")));
 }
 
+// ---- 07-precision: block scales ------------------------------------------------------------------------------
+
+void precision_cases(const fs::path& golden, std::vector<Outcome>& out) {
+  const Contract& c = contract("07-precision");
+  const CaseFolder g = read_case(c, golden / "07-precision" / "fp8_blocks");  // x [33, 320]: 3 tiles of 1 x 128
+  // Scales of the wrong block: tile t of x dequantised with tile t + 1's scale (mod 3). That kernel's y is the
+  // recipe's y on x with tile t multiplied by xs[t + 1] / xs[t] (same codes, the scale it applied).
+  const Array<float> x = from_npy<float>(g.inputs.at("x"), "x");
+  const Array<float> xs = from_npy<float>(g.expected.at("xs"), "xs");
+  const int64_t M = x.rows(), K = x.cols(), T = xs.cols();
+  Array<float> shifted = x;
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t t = k / 128, u = (t + 1) % T;
+      const float a = xs.data[static_cast<size_t>(r * T + t)], b = xs.data[static_cast<size_t>(r * T + u)];
+      if (a > 0) shifted.data[static_cast<size_t>(r * K + k)] *= b / a;
+    }
+  Tensors wrong = g.inputs;
+  wrong["x"] = to_npy(shifted);
+  out.push_back(candidate("scales of the wrong block (FP8 1 x 128 tiles)", true, "block-scaled GEMM ports", "07-precision",
+                          g.inputs, g.params, g.expected, "y", run_oracle(c, wrong, g.params).at("y")));
+  const Tensors r = run_rung(c, registry().find("07-precision", "ref", "fp8_block"), g.inputs, g.params, DType::F4);
+  out.push_back(candidate("fp8_block recipe (float32)", false, "the recipe's own arithmetic", "07-precision", g.inputs,
+                          g.params, g.expected, "y", r.at("y")));
+}
+
 // ---- 05-eplb: placements -----------------------------------------------------------------------------------------
 
 void eplb_cases(std::vector<Outcome>& out) {
@@ -300,6 +326,7 @@ std::vector<Outcome> run_catalogue(const fs::path& golden_root) {
   std::vector<Outcome> out;
   softmax_cases(golden_root, out);
   attention_cases(golden_root, out);
+  precision_cases(golden_root, out);
   eplb_cases(out);
   return out;
 }
