@@ -228,6 +228,12 @@ void attention_cases(const fs::path& golden, std::vector<Outcome>& out) {
   const CaseFolder mc = read_case(m, golden / "03-mla" / "L_63");
   out.push_back(candidate("lse in log2 where ln is promised (MLA lse)", true, "FlashMLA: base-2 lse in sparse prefill",
                           "03-mla", mc.inputs, mc.params, mc.expected, "lse", f32_of(mc.expected.at("lse"), 1 / std::log(2.0))));
+  // A sequence shorter than a block (63 tokens in a page of 64): a kernel reading the whole page reads the padding
+  // row too, which the case fills with NaN.
+  Tensors whole = mc.inputs;
+  whole["seqlens"] = to_npy(Array<int64_t>({1}, 64));
+  out.push_back(candidate("sequence shorter than a block: whole page read", true, "paged kernels without a tail mask",
+                          "03-mla", mc.inputs, mc.params, mc.expected, "u", f32_of(run_oracle(m, whole, mc.params).at("u"))));
   // Paged cache, 1000 tokens in 16 pages: a wrong block_table entry (page 0 read in place of page 1) ...
   const CaseFolder pc = read_case(m, golden / "03-mla" / "L_1000");
   const Array<int64_t> table = npy_as_int64(pc.inputs.at("block_table"), "block_table");
