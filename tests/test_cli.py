@@ -137,6 +137,9 @@ def oracle_cli_cases(tmp, case, eplb, good):
     np.save(j(tmp, "unplaced.npy"), np.array([[2, 0, 0, 3, 3, 0, 3, 0, 0]]))
     expect("check 05-eplb --rule valid: an expert left out fails", ["check", "05-eplb", ep, j(tmp, "unplaced.npy"),
            "--rule", "valid"], 1, "logcnt")
+    expect("check 05-eplb: the exact rule names the broken invariant too", ["check", "05-eplb", ep,
+           j(tmp, "unplaced.npy")], 1, "invariant every_expert_placed")
+    expect("mutants: every mutant caught, every correct variant passed", ["mutants"], 0, "mutants caught")
     np.save(j(tmp, "logcnt_as.npy"), np.load(j(ep, "logcnt.npy")))
     expect("check 05-eplb: logcnt given as phy2log is named", ["check", "05-eplb", ep, j(tmp, "logcnt_as.npy")], 2,
            "--output logcnt", err_one_line=True)

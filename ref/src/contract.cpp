@@ -254,9 +254,12 @@ CheckReport check_bound(const Contract& c, const OutputSpec& spec, const Tensors
 
 }  // namespace
 
-CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
-                  std::string output, const NpyData& candidate, const std::string& rule,
-                  const Tensors& companions, std::optional<bool> ftz, bool device) {
+namespace {
+
+// check() without the contract's invariants.
+CheckReport check_one(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
+                      std::string output, const NpyData& candidate, const std::string& rule,
+                      const Tensors& companions, std::optional<bool> ftz, bool device) {
   if (output.empty()) output = c.outputs.front().name;
   const OutputSpec& spec = c.output(output);
   require(spec.needs_input.empty() || inputs.count(spec.needs_input) || expected.count(output),
@@ -335,6 +338,26 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
     r.text += fmt::format("\n  device candidate: FTZ {}; device math allowance {}", tol.ftz ? "on" : "off (--no-ftz)",
                           spec.device_rel > 0 ? fmt::format("{:.3e} relative (core/device_math.hpp)", spec.device_rel)
                                               : std::string("none derived for this output"));
+  return r;
+}
+
+}  // namespace
+
+CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
+                  std::string output, const NpyData& candidate, const std::string& rule,
+                  const Tensors& companions, std::optional<bool> ftz, bool device) {
+  if (output.empty()) output = c.outputs.front().name;
+  CheckReport r = check_one(c, inputs, params, expected, output, candidate, rule, companions, ftz, device);
+  // The invariants go with the output's own rule; an extra rule judges such facts itself.
+  if (!c.invariants || (!rule.empty() && rule != rule_name(c.output(output).rule))) return r;
+  const std::vector<std::string> broken = c.invariants(inputs, params, output, candidate, companions);
+  for (const std::string& b : broken) r.failed.push_back("invariant " + b);
+  r.metrics["invariants_broken"] = static_cast<double>(broken.size());
+  if (broken.empty()) return r;
+  r.pass = false;
+  std::string head = "FAIL (invariant): " + broken.front() + "\n";
+  for (size_t i = 1; i < broken.size(); ++i) head += "  also invariant " + broken[i] + "\n";
+  r.text = head + r.text;
   return r;
 }
 

@@ -297,6 +297,28 @@ TEST_CASE("vectorised rungs: every row length around the lane width, NaN in any 
   CHECK(d == doctest::Approx(2 * std::exp(-2.0) + 5).epsilon(1e-15));
 }
 
+TEST_CASE("a row of -inf with one NaN is NaN in every rung, wherever the NaN is (issue 41)") {
+  // Every position for rows up to one online_vec step + 1 (every lane, block, chain and padded tail), and
+  // long rows (several kSuperRun folds) with the NaN in the first run, after a fold and in the tail.
+  const int64_t step = softmax::vec::kOnlineStep<float>, run = step * softmax::vec::kSuperRun;
+  std::vector<std::pair<int64_t, int64_t>> where;  // (V, position)
+  for (int64_t V = 1; V <= step + 1; ++V)
+    for (int64_t p = 0; p < V; ++p) where.emplace_back(V, p);
+  for (const int64_t V : {2 * run + 5, 3 * run})
+    for (const int64_t p : {int64_t{0}, run - 1, run, run + step / 2, 2 * run + 1, V - 1}) where.emplace_back(V, p);
+  for (const auto& [V, p] : where) {
+    Array<float> x({1, V}, -INFINITY);
+    x.data[static_cast<size_t>(p)] = NAN;
+    for (const std::string id : {"safe_vec", "online_vec", "safe", "online"}) {
+      const Rung& r = registry().find(kStage, "ref", id);
+      CHECK_MESSAGE(all_nan(run32(r, x)), "rung " << id << " (float32): -inf row of " << V << " with a NaN at " << p);
+      const Array<double> y64 = run64(r, x.cast<double>());
+      CHECK_MESSAGE(std::all_of(y64.data.begin(), y64.data.end(), [](double v) { return std::isnan(v); }),
+                    "rung " << id << " (float64): -inf row of " << V << " with a NaN at " << p);
+    }
+  }
+}
+
 TEST_CASE("vectorised rungs: streaming stores and the next-row prefetch leave every bit as it is") {
   // An output of kStreamBytes or more is written with streaming stores from the first packet-aligned
   // element of each row, and rows this short prefetch the next one: hints to the memory system only.

@@ -184,6 +184,65 @@ TEST_CASE("the invariant checker reports corrupted placements" * doctest::test_s
   expect(p, "violate equal slots per GPU");
 }
 
+TEST_CASE("every violation line starts with the name of the invariant it breaks" * doctest::test_suite("judge")) {
+  const Mat<double> w = (Mat<double>(1, 8) << 9, 1, 1, 1, 5, 1, 1, 1).finished();
+  const Placement good = rebalance_experts(w, 12, 4, 2, 4);
+  REQUIRE(check_placement(good, 1, 8).empty());
+  std::vector<Placement> bad(5, good);
+  bad[0].phy2log(0, 0) = 8;                                // phy2log_in_range
+  bad[1].logcnt(0, 1) = 2;                                 // logcnt_counts_slots
+  bad[2].log2phy.data[1] = -7;                             // log2phy_inverse or _padding
+  std::swap(bad[3].phy2log(0, 0), bad[3].phy2log(0, 11));  // group_on_one_node (ranks, log2phy stale too)
+  bad[4].num_gpus = 5;                                     // equal_slots_per_gpu
+  for (const Placement& p : bad) {
+    const auto v = check_placement(p, 1, 8);
+    REQUIRE(!v.empty());
+    for (const std::string& line : v) {
+      const bool named = std::any_of(std::begin(kInvariants), std::end(kInvariants), [&](const Invariant& i) {
+        return line.rfind(std::string(i.name) + ": ", 0) == 0;
+      });
+      CHECK_MESSAGE(named, "no invariant name at the start of: " << line);
+    }
+  }
+}
+
+// One layer, the global policy: slots, ranks and log2phy derived from phy2log.
+Placement global_placement(const std::vector<Index>& slots, Index num_log, Index num_gpus) {
+  Placement p;
+  const Index R = static_cast<Index>(slots.size());
+  p.phy2log = IndexMat(1, R), p.phyrank = IndexMat(1, R), p.logcnt = IndexMat::Zero(1, num_log);
+  for (Index s = 0; s < R; ++s) p.phy2log(0, s) = slots[s], p.phyrank(0, s) = p.logcnt(0, slots[s])++;
+  p.log2phy = make_log2phy(p.phy2log, p.phyrank, p.logcnt);
+  p.policy = Policy::global, p.num_gpus = num_gpus;
+  return p;
+}
+
+TEST_CASE("distinct_per_gpu: only where promised; eplb.py does not promise it (EPLB issue #22)" *
+          doctest::test_suite("judge")) {
+  CheckOptions distinct;
+  distinct.distinct_per_gpu = true;
+  // 4 experts, 8 slots, 4 GPUs of 2 slots: expert 0 on three GPUs, never twice on one.
+  const Placement spread = global_placement({0, 1, 0, 2, 0, 3, 1, 2}, 4, 4);
+  CHECK(check_placement(spread, 1, 4, distinct).empty());
+  // The same counts with two replicas of expert 0 on GPU 0: consistent maps, so only the promise breaks.
+  const Placement twice = global_placement({0, 0, 1, 2, 0, 3, 1, 2}, 4, 4);
+  CHECK(check_placement(twice, 1, 4).empty());
+  const auto v = check_placement(twice, 1, 4, distinct);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0] == "distinct_per_gpu: layer 0: GPU 0 holds expert 0 in slots 0 and 1");
+  // Issue #22's layout (256 experts, 288 slots, 16 groups, 2 nodes, 32 GPUs): our eplb.py reproduction also puts two
+  // replicas of one hot expert on one GPU for some Zipf loads -- valid by the policy's own invariants.
+  int with_duplicates = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    Rng rng(seed);
+    const Placement p = rebalance_experts(zipf_loads(rng, 1, 256, 4096 * 8, 1.2), 288, 16, 2, 32);
+    REQUIRE(check_placement(p, 1, 256).empty());
+    with_duplicates += !check_placement(p, 1, 256, distinct).empty();
+  }
+  CHECK(with_duplicates > 0);
+  MESSAGE(with_duplicates << " of 16 seeded Zipf loads give a GPU two replicas of one expert");
+}
+
 TEST_CASE("results do not depend on the OpenMP thread count") {
   // Shapes big enough that the packing and replication loops do run in parallel (detail::kParallelWork).
   Rng rng(58);

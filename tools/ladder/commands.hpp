@@ -11,5 +11,6 @@ void add_reproduce_command(CLI::App& app);
 void add_oracle_command(CLI::App& app);    // check.cpp
 void add_describe_command(CLI::App& app);  // check.cpp
 void add_run_command(CLI::App& app);       // run.cpp
+void add_mutants_command(CLI::App& app, int& exit_code);  // mutants.cpp: exit_code 1 if a mutant is missed
 
 }  // namespace ladder::cli

@@ -8,6 +8,7 @@
 //   ladder describe [STAGE]                          the case contract of a stage
 //   ladder run STAGE RUNG --case DIR --out DIR       one rung on a case's inputs; its outputs as .npy
 //   ladder reproduce [STAGE] [--out DIR]             papers' numbers beside ours; Markdown report
+//   ladder mutants                                   the mutation score: real bug classes, each caught
 //   ladder eplb --weights FILE ...                   stage 05 placement
 //   ladder simulate --config FILE.json               stage 06 event simulator and goodput
 //   ladder plan FILE.json                            stage 06 deployment layout: memory, traffic, step time
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   ladder::cli::add_describe_command(app);
   ladder::cli::add_run_command(app);
   ladder::cli::add_reproduce_command(app);
+  ladder::cli::add_mutants_command(app, rc);
   for (const ladder::cli::StageCli& s : ladder::cli::stage_clis())  // each stage's own subcommands
     if (s.commands) s.commands(app);
   // An unknown first word is named (CLI11 would only say that a subcommand is required).

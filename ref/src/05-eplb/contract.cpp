@@ -75,25 +75,28 @@ Tensors oracle(const Tensors& t, const nlohmann::json& params) {
   return out;
 }
 
-CheckReport valid_rule(const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
-                       const std::string& output, const NpyData& candidate, const Tensors& companions) {
-  require(output == "phy2log", "check: --rule valid judges a placement: give phy2log as the candidate (--output phy2log)");
-  const eplb::Config c = config_of(params);
-  const std::string rung = rung_of(params, c);
-  require(rung == "hierarchical" || rung == "global", "check: --rule valid needs a policy case, not rung {}", rung);
-  const Mat<double> w = weight_of(inputs);
-  const Array<int64_t> ref_phy = npy_as_int64(tensor(expected, "phy2log", "05-eplb expected"), "phy2log (expected)");
-  const Array<int64_t> cand = npy_as_int64(candidate, "candidate");
-  require(cand.shape == ref_phy.shape, "candidate: shape {} where phy2log has shape {}", shape_str(cand.shape),
-          shape_str(ref_phy.shape));
-  const Index L = w.rows(), n = w.cols(), R = cand.shape[1];
+// The case param distinct_per_gpu: the candidate's balancer promises no two replicas of one expert on one GPU
+// (eplb.py does not: check.hpp's header).
+eplb::CheckOptions options_of(const nlohmann::json& params) {
+  eplb::CheckOptions o;
+  if (params.contains("distinct_per_gpu")) {
+    const auto& v = params.at("distinct_per_gpu");
+    require(v.is_boolean(), "05-eplb: param distinct_per_gpu = {} violates type boolean", v.dump());
+    o.distinct_per_gpu = v.get<bool>();
+  }
+  return o;
+}
 
-  // The candidate's placement: its own logcnt / log2phy where given, else derived from phy2log.
+// The candidate's placement (phy2log [L, R]): its own logcnt / log2phy where given beside it, else derived
+// from phy2log; `checked` lists the maps that came from the candidate.
+eplb::Placement placement_of(const eplb::Config& c, const std::string& rung, Index L, Index n,
+                             const Array<int64_t>& cand, const Tensors& companions, std::vector<std::string>& checked) {
+  const Index R = cand.shape[1];
+
   eplb::Placement p;
   p.phy2log = cand.mat();
   p.policy = rung == "hierarchical" ? eplb::Policy::hierarchical : eplb::Policy::global;
   p.num_groups = c.num_groups, p.num_nodes = c.num_nodes, p.num_gpus = c.num_gpus;
-  std::vector<std::string> checked{"phy2log"};
   eplb::IndexMat counted = eplb::IndexMat::Zero(L, n);
   p.phyrank = eplb::IndexMat::Zero(L, R);
   for (Index l = 0; l < L; ++l)
@@ -121,10 +124,42 @@ CheckReport valid_rule(const Tensors& inputs, const nlohmann::json& params, cons
   } else if ((p.phy2log.array() >= 0).all() && (p.phy2log.array() < n).all()) {
     p.log2phy = eplb::make_log2phy(p.phy2log, p.phyrank, counted);
   }
+  return p;
+}
+
+// Contract::invariants: a policy case's phy2log (with logcnt / log2phy beside it when given) judged by the
+// invariants its policy promises (eplb/check.hpp), whatever rule judges its values.
+std::vector<std::string> invariants(const Tensors& inputs, const nlohmann::json& params, const std::string& output,
+                                    const NpyData& candidate, const Tensors& companions) {
+  const eplb::Config c = config_of(params);
+  const std::string rung = rung_of(params, c);
+  if (output != "phy2log" || (rung != "hierarchical" && rung != "global")) return {};
+  const Mat<double> w = weight_of(inputs);
+  const Array<int64_t> cand = npy_as_int64(candidate, "candidate");
+  if (cand.shape.size() != 2 || cand.shape[0] != w.rows()) return {};  // the rule has named the shape already
+  std::vector<std::string> checked;
+  return eplb::check_placement(placement_of(c, rung, w.rows(), w.cols(), cand, companions, checked), w.rows(), w.cols(),
+                               options_of(params));
+}
+
+CheckReport valid_rule(const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
+                       const std::string& output, const NpyData& candidate, const Tensors& companions) {
+  require(output == "phy2log", "check: --rule valid judges a placement: give phy2log as the candidate (--output phy2log)");
+  const eplb::Config c = config_of(params);
+  const std::string rung = rung_of(params, c);
+  require(rung == "hierarchical" || rung == "global", "check: --rule valid needs a policy case, not rung {}", rung);
+  const Mat<double> w = weight_of(inputs);
+  const Array<int64_t> ref_phy = npy_as_int64(tensor(expected, "phy2log", "05-eplb expected"), "phy2log (expected)");
+  const Array<int64_t> cand = npy_as_int64(candidate, "candidate");
+  require(cand.shape == ref_phy.shape, "candidate: shape {} where phy2log has shape {}", shape_str(cand.shape),
+          shape_str(ref_phy.shape));
+  const Index L = w.rows(), n = w.cols();
+  std::vector<std::string> checked{"phy2log"};
+  const eplb::Placement p = placement_of(c, rung, L, n, cand, companions, checked);
   CheckReport r;
   r.output = "phy2log";
   r.rule = "valid";
-  for (const std::string& v : eplb::check_placement(p, L, n)) r.failed.push_back(v);
+  for (const std::string& v : eplb::check_placement(p, L, n, options_of(params))) r.failed.push_back(v);
   std::string text = fmt::format("maps judged: {}\n", fmt::join(checked, ", "));
   const double margin = params.value("valid_margin", kDefaultMargin);
   if (r.failed.empty()) {
@@ -171,7 +206,9 @@ Contract contract_05_eplb() {
               {"num_gpus", "int", "GPUs in all"},
               {"num_packs", "int", "balanced_packing rung only: packs"},
               {"rung", "string", "balanced_packing | replicate_experts | hierarchical | global (default: eplb.py's choice)"},
-              {"valid_margin", "number", "--rule valid: allowed excess of the max GPU / node load (default 0.05)"}};
+              {"valid_margin", "number", "--rule valid: allowed excess of the max GPU / node load (default 0.05)"},
+              {"distinct_per_gpu", "bool", "the candidate's balancer promises no two replicas of one expert on one GPU "
+               "(eplb.py does not: EPLB issue #22); checked with every rule"}};
   const std::string exact = "integer map: exact, ties as eplb.py (float32 arithmetic, stable sort, lowest id wins)";
   c.outputs = {{"phy2log", "<i8", "[layers, num_replicas]", "logical expert of each slot", Rule::exact, 0, exact, false, ""},
                {"log2phy", "<i8", "[layers, experts, max(logcnt)]", "slots of each expert by rank, -1 padded",
@@ -193,10 +230,15 @@ Contract contract_05_eplb() {
     return oracle(t, p);
   };
   c.extra_rules["valid"] = valid_rule;
+  c.invariants = invariants;
   c.extra_rules_doc =
       "valid (phy2log, with logcnt.npy / log2phy.npy beside it when present): maps consistent, every expert "
       "placed, replica counts sum to the slots, equal slots per GPU, hierarchical group/node constraints, max GPU "
-      "and node load no worse than the reference's by more than valid_margin (default 5%)";
+      "and node load no worse than the reference's by more than valid_margin (default 5%). With any rule, a policy "
+      "case's phy2log is also held to the invariants its policy promises, each named when broken "
+      "(ladder/05-eplb/check.hpp):";
+  for (const eplb::Invariant& i : eplb::kInvariants)
+    c.extra_rules_doc += fmt::format("\n  {:<22} {} [promised by: {}]", i.name, i.statement, i.promised_by);
   return c;
 }
 

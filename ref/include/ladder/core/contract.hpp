@@ -134,6 +134,13 @@ struct Contract {
                                                   const NpyData& candidate, const Tensors& companions)>>
       extra_rules;
   std::string extra_rules_doc;
+  // Optional facts every right answer obeys, run by check() beside the output's own rule (not by the extra
+  // rules, which judge such facts themselves): one line per violation, starting with the fact's name
+  // ("every_expert_placed: ..."); a candidate that breaks one fails even where its rule alone could not
+  // say why (05-eplb: a placement's invariants, eplb/check.hpp). Empty: none.
+  std::function<std::vector<std::string>(const Tensors& inputs, const nlohmann::json& params, const std::string& output,
+                                         const NpyData& candidate, const Tensors& companions)>
+      invariants;
 
   const OutputSpec& output(const std::string& name) const;  // throws Error naming the known outputs
   // The tolerance rule's parameters for output `name` and a candidate of dtype `candidate` (<f4 or
