@@ -101,7 +101,7 @@ function(ladder_gpu_add_test name)
   add_executable(${name} ${sources})
   target_include_directories(${name} PRIVATE ${LADDER_ROOT}/tests)  # the shared test headers
   target_link_libraries(${name} PRIVATE ladder_test_main ladder_warnings ${T_LIBS})
-  target_compile_definitions(${name} PRIVATE LADDER_SOURCE_DIR="${LADDER_ROOT}")
+  target_link_libraries(${name} PRIVATE ladder_source_dir)
   add_test(NAME ${name} COMMAND ${name})
   if(T_SIMT)
     set_tests_properties(${name} PROPERTIES LABELS gpu)

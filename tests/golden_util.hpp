@@ -7,11 +7,12 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include "source_dir.hpp"
 
 namespace ladder::test {
 
 inline std::filesystem::path golden_dir(const std::string& stage) {
-  return std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "golden" / stage;
+  return ladder::source_dir() / "data" / "golden" / stage;
 }
 
 // A fresh temporary folder, removed when the object goes out of scope.

@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "ladder/core/stage.hpp"
+#include "source_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace ladder;
 
 namespace {
 
-const fs::path kRoot = LADDER_SOURCE_DIR;
+const fs::path kRoot = ladder::source_dir();
 
 // Where a stage has a folder or file named by its id. Anything there that looks like a stage id
 // (two digits, '-' or '_', a word) must be the id of a registered stage, spelled as registered, or

@@ -16,6 +16,7 @@
 #include "ladder/06-disagg/presets.hpp"
 #include "ladder/06-disagg/rungs.hpp"
 #include "rungs.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::python {
 
@@ -26,7 +27,7 @@ using nlohmann::json;
 // The folder that holds models/, gpus/ and disagg/: $LADDER_DATA, else the source tree's data/.
 std::filesystem::path data_root() {
   if (const char* d = std::getenv("LADDER_DATA"); d && *d) return d;
-  return std::filesystem::path(LADDER_SOURCE_DIR) / "data";
+  return ladder::source_dir() / "data";
 }
 
 // A named data file (data/<kind>/<name>.json) or a path to one.

@@ -8,12 +8,13 @@
 #include <regex>
 
 #include "test_mla_util.hpp"
+#include "source_dir.hpp"
 
 using namespace ladder;
 using namespace ladder::mla;
 
 TEST_CASE("data/models/deepseek-v2.json holds deepseek_v2(), each number with a source") {
-  const nlohmann::json j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "models" / "deepseek-v2.json");
+  const nlohmann::json j = read_json(ladder::source_dir() / "data" / "models" / "deepseek-v2.json");
   const Config c = deepseek_v2();
   const std::vector<std::pair<const char*, double>> fields = {
       {"hidden_size", c.hidden},         {"num_attention_heads", c.n_heads}, {"q_lora_rank", c.q_lora_rank},
@@ -30,7 +31,7 @@ TEST_CASE("data/models/deepseek-v2.json holds deepseek_v2(), each number with a 
 }
 
 TEST_CASE("the chapter's rungs (section 2 of chapters/03-mla/README.md) are the registered ones, in order") {
-  std::ifstream in(std::filesystem::path(LADDER_SOURCE_DIR) / "chapters" / "03-mla" / "README.md");
+  std::ifstream in(ladder::source_dir() / "chapters" / "03-mla" / "README.md");
   REQUIRE(in.good());
   std::vector<std::string> chapter, registered;
   bool section = false;

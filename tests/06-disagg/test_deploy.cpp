@@ -18,11 +18,12 @@
 #include "ladder/06-disagg/deploy/memory.hpp"
 #include "ladder/06-disagg/deploy/overlap.hpp"
 #include "ladder/06-disagg/deploy/traffic.hpp"
+#include "source_dir.hpp"
 
 namespace {
 namespace fs = std::filesystem;
 using namespace ladder::deploy;
-const fs::path kData = fs::path(LADDER_SOURCE_DIR) / "data";
+const fs::path kData = ladder::source_dir() / "data";
 
 Layout layout(const std::string& name) { return load_layout(kData / "deployments" / (name + ".json"), kData); }
 

@@ -9,12 +9,13 @@
 #include "ladder/06-disagg/disagg.hpp"
 #include "ladder/06-disagg/golden.hpp"
 #include "ladder/06-disagg/presets.hpp"
+#include "source_dir.hpp"
 
 using namespace ladder;
 using namespace ladder::disagg;
 
 namespace {
-const std::filesystem::path kData = std::filesystem::path(LADDER_SOURCE_DIR) / "data";
+const std::filesystem::path kData = ladder::source_dir() / "data";
 
 BatchStats one(int64_t l) { return BatchStats{1, static_cast<double>(l), static_cast<double>(l) * static_cast<double>(l)}; }
 

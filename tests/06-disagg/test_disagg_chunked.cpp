@@ -9,6 +9,7 @@
 #include "ladder/06-disagg/golden.hpp"
 #include "ladder/06-disagg/invariants.hpp"
 #include "ladder/06-disagg/presets.hpp"
+#include "source_dir.hpp"
 
 using namespace ladder;
 using namespace ladder::disagg;
@@ -128,9 +129,9 @@ TEST_CASE("chunked prefill: bad settings name the key") {
   c.chunked_prefill_tokens = -1;
   CHECK_THROWS_WITH_AS(simulate(*s.model, c, s.workload, s.slo), doctest::Contains("chunked_prefill_tokens = -1"), Error);
   const auto cfg = [](nlohmann::json placement) {
-    nlohmann::json j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data/disagg/distserve-fig1.json");
+    nlohmann::json j = read_json(ladder::source_dir() / "data/disagg/distserve-fig1.json");
     j["placements"] = nlohmann::json::array({placement});
-    return parse_sim_config(j, "t", ".", std::filesystem::path(LADDER_SOURCE_DIR) / "data");
+    return parse_sim_config(j, "t", ".", ladder::source_dir() / "data");
   };
   CHECK(cfg({{"colocated", 1}, {"chunked_prefill_tokens", 512}}).placements[0].cluster.chunked_prefill_tokens == 512);
   CHECK_THROWS_WITH_AS(cfg({{"colocated", 1}, {"chunked_prefill_tokens", 0}}),

@@ -12,10 +12,11 @@
 #include "golden_util.hpp"
 #include "ladder/core/error.hpp"
 #include "ladder/core/json.hpp"
+#include "source_dir.hpp"
 
 namespace {
 
-const std::filesystem::path kConfigs = std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "disagg";
+const std::filesystem::path kConfigs = ladder::source_dir() / "data" / "disagg";
 
 void run_simulate(std::vector<std::string> args) {
   CLI::App app{"ladder"};

@@ -13,6 +13,7 @@
 #include "ladder/core/json.hpp"
 #include "ladder/06-disagg/golden.hpp"
 #include "ladder/06-disagg/golden_cases.hpp"
+#include "source_dir.hpp"
 
 using namespace ladder;
 using namespace ladder::disagg;
@@ -64,7 +65,7 @@ TEST_CASE("identities: ours, computed from the reports' inputs, equal their prin
 }
 
 TEST_CASE("data/papers/06-disagg.json holds the printed values the identities compare with, in order") {
-  const nlohmann::json j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "papers" / "06-disagg.json");
+  const nlohmann::json j = read_json(ladder::source_dir() / "data" / "papers" / "06-disagg.json");
   const auto ids = identities();
   REQUIRE(j.at("entries").size() == ids.size() + 2);  // + the two DistServe Fig. 1 goodputs (simulated)
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -88,7 +89,7 @@ TEST_CASE("06 paper figures: each labelled derived / consistency / restated, non
     if (id.how.find("780 GB") != std::string::npos) CHECK(id.how.find("FITTED") != std::string::npos);
   }
   for (const char* file : {"06-disagg.json", "06-disagg-deploy.json"}) {
-    const nlohmann::json j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "papers" / file);
+    const nlohmann::json j = read_json(ladder::source_dir() / "data" / "papers" / file);
     for (const auto& e : j.at("entries")) {
       CAPTURE(e.at("id").get<std::string>());
       REQUIRE(e.contains("label"));

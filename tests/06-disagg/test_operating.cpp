@@ -12,6 +12,7 @@
 
 #include "06-disagg/plan.hpp"
 #include "ladder/core/json.hpp"
+#include "source_dir.hpp"
 
 namespace {
 using ladder::cli::deploy06::OperatingPoint;
@@ -25,7 +26,7 @@ const std::map<std::string, double> kPrinted = {
 
 TEST_CASE("operating points: the reported figures in data/papers are the sources' printed numbers") {
   const nlohmann::json j =
-      ladder::read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "papers" / "06-disagg-deploy.json");
+      ladder::read_json(ladder::source_dir() / "data" / "papers" / "06-disagg-deploy.json");
   std::map<std::string, double> stored;
   for (const auto& e : j.at("entries")) stored[e.at("id").get<std::string>()] = e.at("value").get<double>();
   for (const auto& [id, v] : kPrinted) {

@@ -15,6 +15,7 @@
 #include "cli.hpp"
 #include "ladder/core/golden.hpp"
 #include "ladder/core/registry.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::cli {
 namespace fs = std::filesystem;
@@ -44,7 +45,7 @@ void add_list_command(CLI::App& app) {
 void add_golden_command(CLI::App& app) {
   struct Opts {
     std::string stage, case_name, out;
-    std::string root = std::string(LADDER_SOURCE_DIR) + "/data/golden";
+    std::string root = ladder::source_dir().string() + "/data/golden";
     bool regenerate = false;
   };
   auto o = std::make_shared<Opts>();

@@ -15,6 +15,7 @@
 #include "ladder/core/registry.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/05-eplb/eplb.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::mutants {
 namespace {
@@ -364,7 +365,7 @@ namespace ladder::cli {
 void add_mutants_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("mutants", "the mutation score: real bug classes as candidates; each must be caught");
   cmd->callback([&exit_code] {
-    const auto outcomes = mutants::run_catalogue(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "golden");
+    const auto outcomes = mutants::run_catalogue(ladder::source_dir() / "data" / "golden");
     std::fputs(mutants::table(outcomes).c_str(), stdout);
     exit_code = mutants::all_good(outcomes) ? 0 : 1;
   });

@@ -21,6 +21,7 @@
 #include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/core/timing.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::cli {
 namespace {
@@ -28,7 +29,7 @@ namespace fs = std::filesystem;
 using namespace attention;
 
 std::map<std::string, nlohmann::json> paper_values() {
-  const auto j = read_json(fs::path(LADDER_SOURCE_DIR) / "data" / "papers" / "02-attention.json");
+  const auto j = read_json(ladder::source_dir() / "data" / "papers" / "02-attention.json");
   std::map<std::string, nlohmann::json> m;
   for (const auto& e : j.at("entries")) m[e.at("id").get<std::string>()] = e.at("value");
   return m;
@@ -189,7 +190,7 @@ std::string fig9(const ReproduceContext& ctx, Out& out) {
       "Timings vary run to run on these shared machines; compare the ratios within this table. The memory "
       "reduction is a formula of the shape (it grows as 3 N^2 / (8 N d + 2 N) per head); the speedup is measured.");
   if (!ctx.quick) {
-    const fs::path script = fs::path(LADDER_SOURCE_DIR) / "scripts" / "plot_02_attention.py";
+    const fs::path script = ladder::source_dir() / "scripts" / "plot_02_attention.py";
     const fs::path png = ctx.out_dir / "02-attention-fig9.png";
     const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}' > /dev/null 2>&1", script.string(),
                                         (ctx.out_dir / "02-attention-fig9.csv").string(), png.string());

@@ -16,6 +16,7 @@
 #include "ladder/core/registry.hpp"
 #include "ladder/03-mla/golden.hpp"
 #include "report.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::cli {
 namespace mla_report {
@@ -149,7 +150,7 @@ void correctness_section(const ReproduceContext& ctx, const Model& model, Out& o
 }  // namespace
 
 std::map<std::string, nlohmann::json> paper_values() {
-  const auto j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "papers" / "03-mla.json");
+  const auto j = read_json(ladder::source_dir() / "data" / "papers" / "03-mla.json");
   std::map<std::string, nlohmann::json> m;
   for (const auto& e : j.at("entries")) m[e.at("id").get<std::string>()] = e.at("value");
   return m;

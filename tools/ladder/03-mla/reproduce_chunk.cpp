@@ -12,6 +12,7 @@
 #include "ladder/core/json.hpp"
 #include "ladder/core/timing.hpp"
 #include "report.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::cli::mla_report {
 namespace {
@@ -30,7 +31,7 @@ int64_t first_decompressed_cheaper(const Config& c, int64_t P) {
 }
 
 Config v3_config() {
-  const auto j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "models" / "deepseek-v3.json");
+  const auto j = read_json(ladder::source_dir() / "data" / "models" / "deepseek-v3.json");
   Config c = deepseek_v2();
   c.hidden = j.at("model").at("hidden_size").at("value").get<int64_t>();
   c.n_heads = j.at("model").at("num_attention_heads").at("value").get<int64_t>();
@@ -86,7 +87,7 @@ void chunk_part(Out& out) {
       v2.kv_lora_rank, v2.qk_nope, v2.v_head, c_v2, c_v2));
 
   // MTP: the absorbed decode with s_q tokens per sequence reads each cached row once for all s_q x H queries.
-  const auto g = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "gpus" / "h800-sxm.json");
+  const auto g = read_json(ladder::source_dir() / "data" / "gpus" / "h800-sxm.json");
   const double peak = g.at("tflops").at("bf16").at("value").get<double>() * 1e12;
   const double bw = g.at("hbm_GBps").at("value").get<double>() * 1e9, ridge = peak / bw;
   std::string m = "| s_q (query tokens per sequence) | FLOPs per cached byte (bf16, H = 128) | vs H800 ridge " +

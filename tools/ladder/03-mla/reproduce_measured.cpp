@@ -16,6 +16,7 @@
 #include "ladder/core/registry.hpp"
 #include "ladder/core/timing.hpp"
 #include "report.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::cli::mla_report {
 namespace {
@@ -186,7 +187,7 @@ void write_csv_and_plot(const ReproduceContext& ctx, const std::map<int64_t, Ser
     for (const char* id : rung_ids())
       for (const Point& p : s.at(id)) csv << fmt::format("{},{},{},{},{}\n", B, p.L, id, p.seconds, p.status);
   csv.close();
-  const fs::path script = fs::path(LADDER_SOURCE_DIR) / "scripts" / "plot_03_mla.py";
+  const fs::path script = ladder::source_dir() / "scripts" / "plot_03_mla.py";
   const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}' > /dev/null 2>&1", script.string(),
                                       csv_path.string(), (ctx.out_dir / "03-mla-timing.png").string());
   if (!ctx.quick && std::system(cmd.c_str()) == 0)

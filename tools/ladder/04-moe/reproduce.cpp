@@ -30,6 +30,7 @@
 #include "ladder/core/rng.hpp"
 #include "ladder/core/timing.hpp"
 #include "ladder/04-moe/moe.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::cli {
 namespace {
@@ -37,7 +38,7 @@ namespace {
 using moe::Index;
 
 std::map<std::string, nlohmann::json> paper_entries() {
-  const auto j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "papers" / "04-moe.json");
+  const auto j = read_json(ladder::source_dir() / "data" / "papers" / "04-moe.json");
   std::map<std::string, nlohmann::json> m;
   for (const auto& e : j.at("entries")) m[e.at("id").get<std::string>()] = e;
   return m;

@@ -16,6 +16,7 @@
 #include "ladder/core/rng.hpp"
 #include "ladder/core/timing.hpp"
 #include "ladder/05-eplb/eplb.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::cli {
 namespace {
@@ -24,7 +25,7 @@ using eplb::Index;
 
 // The sources' values by id (data/papers/05-eplb.json is the single place they are written down).
 std::map<std::string, nlohmann::json> paper_values() {
-  const auto j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "papers" / "05-eplb.json");
+  const auto j = read_json(ladder::source_dir() / "data" / "papers" / "05-eplb.json");
   std::map<std::string, nlohmann::json> m;
   for (const auto& e : j.at("entries")) m[e.at("id").get<std::string>()] = e.at("value");
   return m;

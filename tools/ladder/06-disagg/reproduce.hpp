@@ -13,10 +13,11 @@
 
 #include "ladder/06-disagg/disagg.hpp"
 #include "ladder/06-disagg/rungs.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::cli::disagg06 {
 
-inline std::filesystem::path data_root() { return std::filesystem::path(LADDER_SOURCE_DIR) / "data"; }
+inline std::filesystem::path data_root() { return ladder::source_dir() / "data"; }
 
 // The q-quantile (nearest rank) of v; v is sorted here.
 inline double quantile(std::vector<double> v, double q) {
@@ -62,7 +63,7 @@ inline std::string plot(const std::filesystem::path& dir, const std::vector<Curv
     for (const auto& [name, recs] : cdfs)
       for (const auto& r : recs) f << name << "," << fmt::format("{},{}", r.ttft(), r.tpot()) << "\n";
   }
-  const std::string script = std::string(LADDER_SOURCE_DIR) + "/scripts/plot_06_disagg.py";
+  const std::string script = ladder::source_dir().string() + "/scripts/plot_06_disagg.py";
   const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}' > /dev/null 2>&1", script, dir.string(), title);
   if (std::system(cmd.c_str()) != 0) return "(no PNG: /usr/bin/python3 with matplotlib is needed; the CSVs are written)";
   return (dir / "attainment.png").string() + ", " + (dir / "latency_cdf.png").string();

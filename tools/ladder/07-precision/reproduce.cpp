@@ -28,6 +28,7 @@
 #include "ladder/06-disagg/roofline.hpp"
 #include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
+#include "source_dir.hpp"
 
 namespace ladder::cli {
 
@@ -162,7 +163,7 @@ std::string bytes_section() {
 }  // namespace
 
 std::string reproduce_07_precision(const ReproduceContext& ctx) {
-  const auto j = read_json(std::filesystem::path(LADDER_SOURCE_DIR) / "data" / "papers" / "07-precision.json");
+  const auto j = read_json(ladder::source_dir() / "data" / "papers" / "07-precision.json");
   std::map<std::string, double> paper;
   for (const auto& e : j.at("entries")) paper[e.at("id").get<std::string>()] = e.at("value").get<double>();
   const int64_t mn = ctx.quick ? 16 : 64;
