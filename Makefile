@@ -76,4 +76,4 @@ golden: build
 	@$(LADDER) golden --regenerate
 
 clean:
-	rm -rf build build-tsan build-asan build-lab
+	rm -rf build build-tsan build-asan build-lab-* build-gpu build-template

@@ -3,7 +3,9 @@
 
 The template stage examples/stage-template/ (stage 99-rowsum: its ref/include/ladder/99-rowsum/, ref/src/99-rowsum/
 and tools/ladder/99-rowsum/ folders, laid out as in this tree) is built from that one folder: a second build
-directory, BUILD_DIR/template-stage/build, configured from this same tree as BUILD_DIR is (its CMakeCache.txt:
+directory, BUILD_DIR-template (build -> build-template: a sibling at the same depth, so that ccache's base_dir
+gives the shared units the same relative paths, hence the same compile commands, as in BUILD_DIR), configured
+from this same tree as BUILD_DIR is (its CMakeCache.txt:
 build type, CUDA, compiler) plus -DLADDER_STAGE_DIRS=examples/stage-template, so the same generated lists
 that find the six stages in this tree find the seventh in the template's. Every file of the tree is left as
 it is (checked: the tree's files hash the same before and after). Then the new stage is used the way a user
@@ -66,7 +68,7 @@ def main():
 
     # Configure from this tree as BUILD_DIR is configured, plus the template's folder; build the CLI and
     # the Python module only.
-    tb = os.path.join(work, "build")
+    tb = build + "-template"
     args = ["cmake", "-S", ROOT, "-B", tb, "-G", cache_value(build, "CMAKE_GENERATOR") or "Unix Makefiles",
             f"-DLADDER_STAGE_DIRS={os.path.relpath(TEMPLATE, ROOT)}", "-DLADDER_BENCH=OFF"]
     for key in ["CMAKE_BUILD_TYPE", "LADDER_CUDA", "LADDER_CCACHE", "LADDER_MARCH", "LADDER_WERROR",
