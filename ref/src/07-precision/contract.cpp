@@ -69,11 +69,11 @@ Contract contract_07_precision() {
                             Rule::exact, "the scale rule is one float32 division of the tile's amax: no freedom");
   const OutputSpec acc = out("acc", "<i4", "[M, N] | [T k, ceil(K/g), N]",
                              "the int32 sums of xq wq (a8w8, moe_a8w8); moe_a8w4: per int4 group of g along K",
-                             Rule::exact, "an integer sum that cannot overflow (K <= 131071; g <= 16384) is the same "
-                             "in every order");
+                             Rule::exact, "an integer sum that cannot overflow (K <= 131071) is the same in every "
+                             "order");
   OutputSpec y = out("y", "<f8", "[M, N] | [T k, N]", "the dequantised product (moe: per assignment)", Rule::bound,
                      "the recipe's rounding (float32 dequant; fp8: the acc_bits accumulator and promotion) bounded per "
-                     "element, derived in ladder/07-precision/a8w8.hpp, fp8_block.hpp and moe_quant.hpp");
+                     "element, derived in ladder/07-precision/a8w8.hpp and fp8_block.hpp");
   y.bound = [](const Tensors& in, const nlohmann::json& p, const Tensors&) {
     const Recipe r = precision::parse_recipe(p);
     if (r.moe()) return precision::oracle_moe_recipe(r, moe_operands(in)).bound;
