@@ -11,7 +11,8 @@ import ladder
 
 
 @pytest.mark.parametrize("case_name,rung", [("a8w8_outliers", "a8w8"), ("fp8_blocks", "fp8_block"),
-                                            ("fp8_static_saturate", "fp8_block")])
+                                            ("fp8_static_saturate", "fp8_block"), ("moe_a8w8", "moe_a8w8"),
+                                            ("moe_a8w4_g128", "moe_a8w4")])
 def test_recipe_rung_passes_and_wrong_candidates_fail(case_name, rung):
     case = ladder.golden("07-precision", case_name)
     out = ladder._ladder.run("07-precision", "ref", rung, case["inputs"], json.dumps(case["params"]), "float32")
@@ -41,3 +42,29 @@ def test_oracle_of_my_own_recipe(rng):
     assert set(want) == {"xq", "xs", "y"} and want["xs"].shape == (3, 2)
     with pytest.raises(ValueError, match="nc = 48 violates"):
         ladder.oracle("07-precision", x=x, w=w, recipe="fp8_block", nc=48)
+
+
+def test_moe_a8w4_neighbouring_group_scale_fails():
+    # Rung (d) from numpy: the experts' int4 codes rebuilt here, each group dequantised with the next group's
+    # scale; the integers are right, the derived bound on y rejects it. The same recipe summed in another
+    # order passes.
+    case = ladder.golden("07-precision", "moe_a8w4_g128")
+    x, w, idx = case["inputs"]["x"], case["inputs"]["w"], case["inputs"]["topk_idx"]
+    g, (T, K), N, k = 128, x.shape, w.shape[2], idx.shape[1]
+    xs = np.abs(x).max(axis=1, keepdims=True) / np.float32(127)
+    xq = np.clip(np.rint(x / xs), -127, 127)
+    nb = -(-K // g)
+    y_right, y_wrong = np.zeros((T * k, N)), np.zeros((T * k, N))
+    for a in range(T * k):
+        t, e = divmod(a, k)[0], idx.flat[a]
+        sums, scales = [], []
+        for b in range(nb):
+            wg = w[e, b * g:(b + 1) * g]
+            s = (np.abs(wg).max(axis=0) / np.float32(7)).astype(np.float32)
+            sums.append(xq[t, b * g:(b + 1) * g] @ np.clip(np.rint(wg / s), -7, 7))
+            scales.append(s.astype(np.float64))
+        for b in reversed(range(nb)):
+            y_right[a] += sums[b] * xs[t, 0] * scales[b]
+            y_wrong[a] += sums[b] * xs[t, 0] * scales[(b + 1) % nb]
+    assert ladder.check("07-precision", case, y_right, output="y")["pass"]
+    assert not ladder.check("07-precision", case, y_wrong, output="y")["pass"]

@@ -31,7 +31,7 @@ with tempfile.TemporaryDirectory() as tmp:
     j = os.path.join
     expect("list names the stage", ["list"], 0, "07-precision")
     expect("describe names the bound rule", ["describe", "07-precision"], 0, "rule bound")
-    for case in ["a8w8_outliers", "fp8_blocks"]:
+    for case in ["a8w8_outliers", "fp8_blocks", "moe_a8w4_g128"]:
         d = j(GOLDEN, case)
         y = np.load(j(d, "y.npy"))
         good = j(tmp, f"{case}_good.npy")
@@ -55,6 +55,8 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("reproduce prints SmoothQuant's table", ["reproduce", "07-precision", "--quick", "--out", tmp], 0,
            "smoothed per-token")
     # FlashMLA states 656 bytes per token; the reproduce derives it from V3's kv_lora and rope dims.
+    expect("reproduce measures rung (d)'s errors beside their bounds", ["reproduce", "07-precision", "--quick", "--out",
+           tmp], 0, "| moe_a8w4 |")
     expect("reproduce derives FlashMLA's 656-byte FP8 record", ["reproduce", "07-precision", "--quick", "--out", tmp],
            0, "bf16 RoPE) | 656 |")
 sys.exit(1 if failures else 0)

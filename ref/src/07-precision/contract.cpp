@@ -15,7 +15,22 @@ struct Operands {
   Mat<float> x, w;
 };
 
+precision::MoeOperands moe_operands(const Tensors& in) {
+  precision::MoeOperands m;
+  m.x = from_npy<float>(tensor(in, "x", "07-precision"), "input x").mat();
+  const Array<float> w = from_npy<float>(tensor(in, "w", "07-precision"), "input w");
+  require(in.count("topk_idx"), "07-precision: the moe recipes need input topk_idx [T, k] (each token's experts)");
+  require(w.shape.size() == 3 && w.shape[0] >= 1 && w.shape[1] == m.x.cols() && w.shape[2] >= 1,
+          "07-precision: input w has shape {}, violates [E, K, N] with K = x's {} and E, N >= 1 (the moe recipes)",
+          shape_str(w.shape), m.x.cols());
+  m.w = w.data;
+  m.E = w.shape[0], m.N = w.shape[2];
+  m.topk_idx = npy_as_int64(in.at("topk_idx"), "input topk_idx");
+  return m;
+}
+
 Operands operands(const Tensors& in) {
+  require(!in.count("topk_idx"), "07-precision: input topk_idx belongs to the moe recipes (params.recipe moe_a8w8 | moe_a8w4)");
   const Array<float> x = from_npy<float>(tensor(in, "x", "07-precision"), "input x");
   const Array<float> w = from_npy<float>(tensor(in, "w", "07-precision"), "input w");
   require(x.shape.size() == 2 && x.rows() >= 1 && x.cols() >= 1,
@@ -31,14 +46,18 @@ Contract contract_07_precision() {
   Contract c;
   c.stage = "07-precision";
   c.doc = "y = x w under a declared low-precision recipe (params.recipe): a8w8 (int8 per token x per channel, int32 "
-          "sums) or fp8_block (E4M3, 1x128 / 128x128 scales, a limited accumulator promoted every nc)";
+          "sums), fp8_block (E4M3, 1x128 / 128x128 scales, a limited accumulator promoted every nc), or the routed "
+          "experts y_a = x_t w[topk_idx[a]] through the ragged dot: moe_a8w8, moe_a8w4 (int4 groups of g along K)";
   c.inputs = {{"x", "<f4", "[M, K]", "activations, float32 (the recipe quantises them)"},
-              {"w", "<f4", "[K, N]", "weights, float32 (the recipe quantises them: per channel, or 128 x 128 blocks)"}};
+              {"w", "<f4", "[K, N] | [E, K, N]", "weights, float32 (the recipe quantises them: per channel, 128 x 128 "
+               "blocks, or int4 groups); [E, K, N] stacked experts for the moe recipes"},
+              {"topk_idx", "<i4|<i8", "[T, k]", "moe recipes only: the experts of token t; assignment a = t k + j", true}};
   c.params = {{"recipe", "string", "a8w8 | fp8_block (required): the recipe the candidate declares"},
               {"acc_bits", "int", "fp8_block: the accumulator's significant bits, 8..24 (14; 24 = float32)"},
               {"acc_round", "string", "fp8_block: rne | rtz, how each accumulator addition rounds (rne)"},
               {"nc", "int", "fp8_block: promotion interval N_C, a divisor of 128 (128)"},
-              {"x_scale", "float", "fp8_block: 0 = dynamic amax/448 per 1x128 tile; > 0 one static scale (0)"}};
+              {"x_scale", "float", "fp8_block: 0 = dynamic amax/448 per 1x128 tile; > 0 one static scale (0)"},
+              {"group", "int", "moe_a8w4: the int4 scale group along K, even, 2..16384 (128)"}};
   auto out = [](const char* name, const char* dtype, const char* shape, const char* doc, Rule rule, const char* why) {
     OutputSpec o;
     o.name = name, o.dtype = dtype, o.shape = shape, o.doc = doc, o.rule = rule, o.k = 0, o.why = why;
@@ -48,32 +67,41 @@ Contract contract_07_precision() {
                             Rule::exact, "quantisation is deterministic: RNE, saturation and the scale rule fix every code");
   const OutputSpec xs = out("xs", "<f4", "[M, 1] | [M, ceil(K/128)]", "activation scales: amax/127 per token, amax/448 per tile",
                             Rule::exact, "the scale rule is one float32 division of the tile's amax: no freedom");
-  const OutputSpec acc = out("acc", "<i4", "[M, N]", "a8w8 only: the int32 sums of xq wq", Rule::exact,
-                             "an integer sum that cannot overflow (K <= 131071) is the same in every order");
-  OutputSpec y = out("y", "<f8", "[M, N]", "the dequantised product", Rule::bound,
+  const OutputSpec acc = out("acc", "<i4", "[M, N] | [T k, ceil(K/g), N]",
+                             "the int32 sums of xq wq (a8w8, moe_a8w8); moe_a8w4: per int4 group of g along K",
+                             Rule::exact, "an integer sum that cannot overflow (K <= 131071) is the same in every "
+                             "order");
+  OutputSpec y = out("y", "<f8", "[M, N] | [T k, N]", "the dequantised product (moe: per assignment)", Rule::bound,
                      "the recipe's rounding (float32 dequant; fp8: the acc_bits accumulator and promotion) bounded per "
                      "element, derived in ladder/07-precision/a8w8.hpp and fp8_block.hpp");
   y.bound = [](const Tensors& in, const nlohmann::json& p, const Tensors&) {
+    const Recipe r = precision::parse_recipe(p);
+    if (r.moe()) return precision::oracle_moe_recipe(r, moe_operands(in)).bound;
     const Operands op = operands(in);
-    return precision::oracle_recipe(precision::parse_recipe(p), op.x, op.w).bound;
+    return precision::oracle_recipe(r, op.x, op.w).bound;
   };
   c.outputs = {xq, xs, acc, y};
   c.oracle_doc = "the recipe's codes and scales (deterministic), acc exact, y = the exact product of the dequantised "
                  "operands in float64 (pairwise sums)";
   c.baseline_doc = "the reference recipe itself in float32 (y is judged by its derived bound, not by k x a baseline)";
   c.oracle = [](const Tensors& in, const nlohmann::json& p) {
+    const Recipe r = precision::parse_recipe(p);
+    if (r.moe()) return precision::oracle_moe_recipe(r, moe_operands(in)).outputs;
     const Operands op = operands(in);
-    return precision::oracle_recipe(precision::parse_recipe(p), op.x, op.w).outputs;
+    return precision::oracle_recipe(r, op.x, op.w).outputs;
   };
   c.baseline = [](const Tensors& in, const nlohmann::json& p, DType) {
+    const Recipe r = precision::parse_recipe(p);
+    if (r.moe()) return precision::run_moe_recipe(r, moe_operands(in));
     const Operands op = operands(in);
-    return precision::run_recipe(precision::parse_recipe(p), op.x, op.w);
+    return precision::run_recipe(r, op.x, op.w);
   };
   c.run_rung = [](const Rung& rung, const Tensors& in, const nlohmann::json& p, DType) {
     const Recipe r = precision::parse_recipe(p);
     const auto& f = rung.fn<precision::RecipeFns>();
     require(f.recipe == r.name, "07-precision: rung {} computes recipe {}, the case's params.recipe is {}", rung.id,
             f.recipe, r.name);
+    if (r.moe()) return precision::run_moe_recipe(r, moe_operands(in));
     const Operands op = operands(in);
     return precision::run_recipe(r, op.x, op.w);
   };

@@ -3,7 +3,9 @@
 // Awkward on purpose: tiles and blocks of very different magnitudes (so a scale taken from the wrong
 // tile is far off), outlier channels, partial tiles and blocks (K, N not multiples of 128), int32 sums
 // past 2^24 (float(acc) rounds), a static activation scale that saturates, and a float32-accumulator
-// recipe. Inputs come from fixed seeds; the expected outputs are the oracle's.
+// recipe; routed experts (rung d) with an expert no token chose, one every token chose, int4 groups of
+// distinct powers of two (a neighbour's scale is off by 2^4 or more) and a partial last group. Inputs come
+// from fixed seeds; the expected outputs are the oracle's.
 #include <cmath>
 #include <map>
 
@@ -15,11 +17,12 @@ namespace ladder::precision {
 
 namespace {
 
-enum class Kind { a8w8_outliers, a8w8_large_sums, fp8_blocks, fp8_static, fp8_acc24 };
+enum class Kind { a8w8_outliers, a8w8_large_sums, fp8_blocks, fp8_static, fp8_acc24, moe };
 
 struct CaseSpec {
   Kind kind;
-  int64_t m, k, n;
+  int64_t m, k, n;  // moe: T, K, N
+  int64_t experts, top_k;  // moe only
   uint64_t seed;
   const char* params;  // JSON
   const char* what;
@@ -27,19 +30,25 @@ struct CaseSpec {
 
 const std::map<std::string, CaseSpec>& specs() {
   static const std::map<std::string, CaseSpec> s = {
-      {"a8w8_outliers", {Kind::a8w8_outliers, 37, 200, 67, 701, R"({"recipe":"a8w8"})",
+      {"a8w8_outliers", {Kind::a8w8_outliers, 37, 200, 67, 0, 0, 701, R"({"recipe":"a8w8"})",
                          "rows scaled by 2^-3..2^3, three outlier channels x25, columns of w by 2^-2..2^2"}},
-      {"a8w8_large_sums", {Kind::a8w8_large_sums, 5, 3000, 7, 702, R"({"recipe":"a8w8"})",
+      {"a8w8_large_sums", {Kind::a8w8_large_sums, 5, 3000, 7, 0, 0, 702, R"({"recipe":"a8w8"})",
                            "products all positive: int32 sums near 4.4e7, past 2^24 (float(acc) rounds)"}},
-      {"fp8_blocks", {Kind::fp8_blocks, 33, 320, 320, 703, R"({"recipe":"fp8_block"})",
+      {"fp8_blocks", {Kind::fp8_blocks, 33, 320, 320, 0, 0, 703, R"({"recipe":"fp8_block"})",
                       "1x128 tiles and 128x128 blocks scaled by distinct powers of two (2^-4..2^4), partial last ones"}},
-      {"fp8_k1024", {Kind::fp8_blocks, 8, 1024, 40, 706, R"({"recipe":"fp8_block","acc_bits":14,"nc":128})",
+      {"fp8_k1024", {Kind::fp8_blocks, 8, 1024, 40, 0, 0, 706, R"({"recipe":"fp8_block","acc_bits":14,"nc":128})",
                      "K = 1024: eight promotions of the 14-bit accumulator"}},
-      {"fp8_static_saturate", {Kind::fp8_static, 16, 256, 128, 704,
+      {"fp8_static_saturate", {Kind::fp8_static, 16, 256, 128, 0, 0, 704,
                                R"({"recipe":"fp8_block","x_scale":0.004464285714285714})",
                                "static activation scale 2/448: every |x| > 2.07 saturates to +-448"}},
-      {"fp8_acc24_nc32", {Kind::fp8_acc24, 9, 200, 130, 705, R"({"recipe":"fp8_block","acc_bits":24,"nc":32})",
+      {"fp8_acc24_nc32", {Kind::fp8_acc24, 9, 200, 130, 0, 0, 705, R"({"recipe":"fp8_block","acc_bits":24,"nc":32})",
                           "a float32 accumulator (24 bits) promoted every 32"}},
+      {"moe_a8w8", {Kind::moe, 13, 200, 24, 5, 2, 711, R"({"recipe":"moe_a8w8"})",
+                    "5 experts, top-2: expert 0 chosen by no token, expert 1 by every token; tokens 2^-3..2^3"}},
+      {"moe_a8w4_g128", {Kind::moe, 11, 320, 20, 4, 2, 712, R"({"recipe":"moe_a8w4","group":128})",
+                         "int4 groups of 128 along K = 320 (the last one 64), each (expert, group) its own power of two"}},
+      {"moe_a8w4_g32", {Kind::moe, 7, 96, 16, 3, 3, 713, R"({"recipe":"moe_a8w4","group":32})",
+                        "top-3 of 3 experts: every token in every expert; int4 groups of 32"}},
   };
   return s;
 }
@@ -50,6 +59,39 @@ const CaseSpec& spec(const std::string& name) {
   for (const auto& [k, v] : specs()) known += (known.empty() ? "" : ", ") + k;
   require(it != specs().end(), "07-precision: no golden case '{}' (cases: {})", name, known);
   return it->second;
+}
+
+// Routed experts: x [T, K], w [E, K, N], topk_idx [T, k]. Token rows scaled by 2^-3..2^3 (a missing
+// per-token scale shows); weights of expert e, scale group b = k / g (g the case's group, 32 for moe_a8w8)
+// scaled by 2^(((3 e + 5 b) mod 9) - 4): neighbouring groups 2^4 or 2^5 apart; slot 0 of every token is expert 1 when E > k (expert 0 then
+// gets no token), the other slots distinct experts drawn from the rest.
+void moe_case(const CaseSpec& cs, Rng& rng, Tensors& inputs, nlohmann::json& params) {
+  const int64_t T = cs.m, K = cs.k, N = cs.n, E = cs.experts, k = cs.top_k;
+  params = nlohmann::json::parse(cs.params);
+  const int64_t gs = params.value("group", int64_t{32});
+  Array<float> x({T, K}), w({E, K, N});
+  Array<int64_t> idx({T, k});
+  for (auto& v : x.data) v = static_cast<float>(rng.normal());
+  for (auto& v : w.data) v = static_cast<float>(rng.normal());
+  for (int64_t t = 0; t < T; ++t) {
+    const float s = std::ldexp(1.0f, static_cast<int>(rng.uniform_int(7)) - 3);
+    for (int64_t c = 0; c < K; ++c) x.data[static_cast<size_t>(t * K + c)] *= s;
+  }
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t c = 0; c < K; ++c)
+      for (int64_t n = 0; n < N; ++n)
+        w.data[static_cast<size_t>((e * K + c) * N + n)] *= std::ldexp(1.0f, static_cast<int>((3 * e + 5 * (c / gs)) % 9) - 4);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int64_t> pool;
+    for (int64_t e = E > k ? 2 : 0; e < E; ++e) pool.push_back(e);
+    if (E > k) idx.data[static_cast<size_t>(t * k)] = 1;
+    for (int64_t j = E > k ? 1 : 0; j < k; ++j) {  // draw without replacement
+      const size_t pick = static_cast<size_t>(rng.uniform_int(static_cast<uint64_t>(pool.size())));
+      idx.data[static_cast<size_t>(t * k + j)] = pool[pick];
+      pool.erase(pool.begin() + static_cast<long>(pick));
+    }
+  }
+  inputs = Tensors{{"x", to_npy(x)}, {"w", to_npy(w)}, {"topk_idx", to_npy(idx)}};
 }
 
 }  // namespace
@@ -63,6 +105,7 @@ std::vector<std::string> golden_case_names() {
 void golden_case(const std::string& name, Tensors& inputs, nlohmann::json& params) {
   const CaseSpec& cs = spec(name);
   Rng rng(cs.seed);
+  if (cs.kind == Kind::moe) return moe_case(cs, rng, inputs, params);
   Array<float> x({cs.m, cs.k}), w({cs.k, cs.n});
   for (auto& v : x.data) v = static_cast<float>(rng.normal());
   for (auto& v : w.data) v = static_cast<float>(rng.normal());
@@ -91,7 +134,8 @@ void golden_case(const std::string& name, Tensors& inputs, nlohmann::json& param
         for (int64_t j = 0; j < cs.n; ++j)
           wa(kk, j) *= std::ldexp(1.0f, static_cast<int>((3 * (kk / 128) + 5 * (j / 128)) % 9) - 4);
       break;
-    case Kind::fp8_static: break;
+    case Kind::fp8_static:
+    case Kind::moe: break;
   }
   inputs = Tensors{{"x", to_npy(x)}, {"w", to_npy(w)}};
   params = nlohmann::json::parse(cs.params);

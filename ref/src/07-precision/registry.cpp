@@ -25,6 +25,17 @@ void register_precision(Registry& r) {
   r.add({"07-precision", "fp8_block", "FP8 E4M3 block-scaled GEMM (DeepSeek-V3 §3.3)",
          "1x128 / 128x128 amax/448 scales, acc_bits-bit accumulator promoted to float32 every nc elements", "ref",
          RecipeFns{"fp8_block"}, &gemm_cost, "2 M K N flops; 1 byte per code read, 4 per output written"});
+  // Rung (d): stage 04's routed experts through the ragged dot (ladder/07-precision/moe_quant.hpp). Here, not in
+  // stage 04: they are judged as 07's recipes are (exact codes and int32 sums, a bound derived from the recipe),
+  // while stage 04's contract judges float layers by k x a float32 baseline. Cost shape {T k, K, N}.
+  r.add({"07-precision", "moe_a8w8", "MoE experts A8W8 through the ragged dot",
+         "tokens int8 per token (before dispatch), experts int8 per channel, sorted by expert, int32 ragged dot, "
+         "float32 dequant, unsorted to assignment order", "ref", RecipeFns{"moe_a8w8"}, &gemm_cost,
+         "2 (T k) K N integer ops; weights 1 byte per code"});
+  r.add({"07-precision", "moe_a8w4", "MoE experts A8W4 (packed int4, group scales) through the ragged dot",
+         "tokens int8 per token, experts int4 in groups of g along K (packed two per byte), int32 sums per group, "
+         "float32 dequant summed over groups", "ref", RecipeFns{"moe_a8w4"}, &gemm_cost,
+         "2 (T k) K N integer ops; weights half a byte per code (+ 4 bytes per group scale)"});
 }
 
 }  // namespace ladder

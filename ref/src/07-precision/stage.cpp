@@ -13,7 +13,7 @@ Contract contract_07_precision();  // contract.cpp
 Stage stage_07_precision() {
   Stage s;
   s.id = "07-precision";
-  s.title = "A8W8 int8 GEMM -> FP8 block-scaled GEMM (limited accumulator, promotion every N_C)";
+  s.title = "A8W8 int8 GEMM -> FP8 block-scaled GEMM (limited accumulator, promotion every N_C) -> MoE experts A8W8 / A8W4";
   s.contract = &contract_07_precision;
   s.ref_rungs = &register_precision;
   s.golden_cases = &precision::golden_case_names;

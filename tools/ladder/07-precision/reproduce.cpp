@@ -22,6 +22,8 @@
 
 #include "cli.hpp"
 #include "ladder/07-precision/fp8_block.hpp"
+#include "ladder/07-precision/golden_cases.hpp"
+#include "ladder/07-precision/recipe.hpp"
 #include "ladder/07-precision/smoothquant.hpp"
 #include "ladder/06-disagg/deploy/memory.hpp"
 #include "ladder/06-disagg/presets.hpp"
@@ -112,6 +114,57 @@ std::string smoothquant_section() {
   return md;
 }
 
+// Rung (d) on the same experts in both recipes (the inputs of golden case moe_a8w4_g128): the recipe's rounding,
+// measured against the fp64 oracle of its own codes beside the derived bound (moe_quant.hpp), and the
+// quantisation's cost, measured against the unquantised float64 product beside its bound from
+// core/quant.hpp's dequant_bound: |o - x w| <= sum_k dx_k (|w_k| + dw_k) + |x_k| dw_k.
+std::string expert_error_table() {
+  Tensors in;
+  nlohmann::json params;
+  precision::golden_case("moe_a8w4_g128", in, params);
+  precision::MoeOperands m;
+  m.x = from_npy<float>(in.at("x"), "x").mat();
+  const Array<float> w = from_npy<float>(in.at("w"), "w");
+  m.w = w.data;
+  m.E = w.shape[0], m.N = w.shape[2];
+  m.topk_idx = npy_as_int64(in.at("topk_idx"), "topk_idx");
+  const int64_t K = m.x.cols(), N = m.N, k = m.topk_idx.shape[1];
+  std::string md = fmt::format("\n| experts in rung (d) (case moe_a8w4_g128: {} tokens x top-{}, K = {}, N = {}) | max |y - o| "
+                               "| its bound there | worst |y - o| / bound | rel. error vs unquantised x w (fp64) | worst "
+                               "|y - x w| / its bound |\n|---|---|---|---|---|---|\n", m.x.rows(), k, K, N);
+  for (const char* name : {"moe_a8w8", "moe_a8w4"}) {
+    const precision::Recipe r = precision::parse_recipe(nlohmann::json{{"recipe", name}});
+    const precision::MoeQuantResult q = precision::moe_quant_experts(m.x, m.w, m.E, N, m.topk_idx, r.name == "moe_a8w4", r.group);
+    const precision::OracleOut o = precision::oracle_moe_recipe(r, m);
+    const Array<double> oy = npy_as_double(o.outputs.at("y"));
+    double emax = 0, bat = 0, ratio = 0, qratio = 0, num = 0, den = 0;
+    for (int64_t a = 0; a < q.y.rows(); ++a) {
+      const int64_t t = a / k, e = m.topk_idx.data[static_cast<size_t>(a)];
+      for (int64_t n = 0; n < N; ++n) {
+        const size_t i = static_cast<size_t>(a * N + n);
+        const double err = std::fabs(q.y(a, n) - oy.data[i]), b = o.bound.data[i];
+        if (err >= emax) emax = err, bat = b;
+        ratio = std::max(ratio, err / b);
+        double exact = 0, qb = 0;
+        for (int64_t c = 0; c < K; ++c) {
+          const double xv = m.x(t, c), wv = m.w[static_cast<size_t>((e * K + c) * N + n)];
+          const double dx = quant::dequant_bound(quant::Elem::int8, q.xq.scales(t, 0), xv);
+          const float ws = q.wq.scales[static_cast<size_t>(e)](c / q.wq.group, n);
+          const double dw = quant::dequant_bound(q.wq.elem, ws, wv);
+          exact += xv * wv;
+          qb += dx * (std::fabs(wv) + dw) + std::fabs(xv) * dw;
+        }
+        num += (q.y(a, n) - exact) * (q.y(a, n) - exact);
+        den += exact * exact;
+        qratio = std::max(qratio, std::fabs(q.y(a, n) - exact) / (qb + b));
+      }
+    }
+    md += fmt::format("| {} | {:.2e} | {:.2e} | {:.3f} | {:.3f}% | {:.3f} |\n", name, emax, bat, ratio,
+                      100 * std::sqrt(num / den), qratio);
+  }
+  return md;
+}
+
 // Byte tables (derived from stage 06's DeepSeek-V3 model data, ladder/06-disagg/presets.hpp): the MLA
 // cache row per token per layer, and one routed expert's weights, in each format.
 std::string bytes_section() {
@@ -144,6 +197,7 @@ std::string bytes_section() {
                     params, m.top_k, m.shared_experts);
   for (const ExRow& r : ex)
     md += fmt::format("| {} | {:.0f} | {:.0f} | {:.3f} |\n", r.what, r.bytes, r.bytes * per_token, r.bytes / ex[0].bytes);
+  md += expert_error_table();
   // Stage 06's roofline decode step (its weight_bytes term: bytes per weight, every weight, scales not counted).
   const disagg::GpuSpec gpu = disagg::h800_sxm();
   const int64_t gpus = 8;
@@ -155,7 +209,8 @@ std::string bytes_section() {
     const double b1 = rm.decode_ms({1, 4096, 0}), b64 = rm.decode_ms({64, 64 * 4096.0, 0});
     md += fmt::format("| {} | {:g} | {:.3f} | {:.3f} |\n", what, bytes, b1, b64);
   }
-  md += "\nAll figures derived (computed from the model data, the formats and stage 06's roofline), not measured.\n";
+  md += "\nBytes and times derived (computed from the model data, the formats and stage 06's roofline), not measured; "
+        "the errors of rung (d) measured on the golden case's experts, beside their derived bounds.\n";
   fmt::print("{}", md);
   return md;
 }

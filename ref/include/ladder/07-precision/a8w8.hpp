@@ -88,10 +88,17 @@ inline A8W8Result a8w8_gemm(const Mat<float>& x, const Mat<float>& w) {
 // The oracle of y: acc xs ws in float64.
 inline double a8w8_oracle(int64_t acc, double xs, double ws) { return static_cast<double>(acc) * xs * ws; }
 
-// The bound on |y - o| for an oracle value o (derived above).
-inline double a8w8_bound(double o) {
-  // |o_exact| <= |o| (1 + gamma_2(2^-53)) < |o| (1 + 2^-50): the factor covers measuring with the computed o.
-  return (gamma_n(3, 0x1p-24) + gamma_n(2, 0x1p-53)) * std::fabs(o) * (1 + 0x1p-50) + 0x1p-149;
+// The bound on |y - o| for y a float32 sum of nb dequantised terms fl(fl(float(acc_b) xs) ws_b), o the
+// float64 oracle sum_b acc_b xs ws_b and g = sum_b |acc_b xs ws_b| (derived above for nb = 1; the sum of nb
+// terms, A8W4's scale groups, in ladder/07-precision/moe_quant.hpp): gamma_{nb+2}(2^-24) + gamma_{nb+1}(2^-53).
+inline double dequant_sum_bound(int64_t nb, double g) {
+  require(nb >= 1, "dequant_sum_bound: nb = {} violates nb >= 1", nb);
+  const double n = static_cast<double>(nb);
+  // |g_exact| <= g (1 + gamma_{nb+1}(2^-53)) < g (1 + 2^-50): the factor covers measuring with the computed g.
+  return (gamma_n(n + 2, 0x1p-24) + gamma_n(n + 1, 0x1p-53)) * g * (1 + 0x1p-50) + n * 0x1p-149;
 }
+
+// The bound on |y - o| for an oracle value o (derived above): one term.
+inline double a8w8_bound(double o) { return dequant_sum_bound(1, std::fabs(o)); }
 
 }  // namespace ladder::precision

@@ -1,10 +1,13 @@
 // ladder/07-precision/recipe.hpp -- a case's declared recipe (its params) and the stage's outputs.
 //
-// params: {"recipe": "a8w8" | "fp8_block", "acc_bits": 8..24 (14), "acc_round": "rne" | "rtz" ("rne"),
-//          "nc": a divisor of 128 (128), "x_scale": 0 = dynamic, or one static activation scale (0)};
-// the last four belong to fp8_block (a8w8 refuses them: its accumulator is int32, its scales dynamic).
-// Outputs (contract.cpp): xq [M, K] codes, xs activation scales ([M, 1] a8w8, [M, ceil(K/128)]
-// fp8_block), acc [M, N] int32 (a8w8 only), y [M, N].
+// params: {"recipe": "a8w8" | "fp8_block" | "moe_a8w8" | "moe_a8w4", "acc_bits": 8..24 (14), "acc_round":
+//          "rne" | "rtz" ("rne"), "nc": a divisor of 128 (128), "x_scale": 0 = dynamic, or one static
+//          activation scale (0), "group": moe_a8w4's int4 group size along K, even, 2..16384 (128)};
+// acc_bits .. x_scale belong to fp8_block (the int8 recipes refuse them: int32 sums, dynamic scales).
+// Outputs (contract.cpp): xq [M, K] codes, xs activation scales ([M, 1] int8, [M, ceil(K/128)]
+// fp8_block), acc int32 ([M, N] a8w8 and moe_a8w8, [M, ceil(K/g), N] moe_a8w4; none for fp8_block),
+// y [M, N]. The moe recipes (moe_quant.hpp) take w [E, K, N] and topk_idx [T, k]; their M = T k rows are
+// the assignments in order a = t k + j.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -12,13 +15,16 @@
 
 #include "ladder/07-precision/a8w8.hpp"
 #include "ladder/07-precision/fp8_block.hpp"
+#include "ladder/07-precision/moe_quant.hpp"
 #include "ladder/core/contract.hpp"
 
 namespace ladder::precision {
 
 struct Recipe {
-  std::string name;  // "a8w8" or "fp8_block"
+  std::string name;  // "a8w8", "fp8_block", "moe_a8w8" or "moe_a8w4"
   Fp8Recipe fp8;
+  int64_t group = 128;  // moe_a8w4's int4 group along K
+  bool moe() const { return name == "moe_a8w8" || name == "moe_a8w4"; }
 };
 
 inline Recipe parse_recipe(const nlohmann::json& p) {
@@ -26,12 +32,22 @@ inline Recipe parse_recipe(const nlohmann::json& p) {
           "07-precision: params.recipe is required: \"a8w8\" or \"fp8_block\"");
   Recipe r;
   r.name = p["recipe"].get<std::string>();
-  require(r.name == "a8w8" || r.name == "fp8_block", "07-precision: params.recipe = '{}' violates recipe in {{a8w8, fp8_block}}",
-          r.name);
+  require(r.name == "a8w8" || r.name == "fp8_block" || r.moe(),
+          "07-precision: params.recipe = '{}' violates recipe in {{a8w8, fp8_block, moe_a8w8, moe_a8w4}}", r.name);
   for (const auto& [key, v] : p.items()) {
     const bool fp8_key = key == "acc_bits" || key == "acc_round" || key == "nc" || key == "x_scale";
-    require(key == "recipe" || fp8_key, "07-precision: params.{} is not a param (recipe, acc_bits, acc_round, nc, x_scale)", key);
-    require(!fp8_key || r.name == "fp8_block", "07-precision: params.{} violates recipe == fp8_block (a8w8 has none)", key);
+    require(key == "recipe" || key == "group" || fp8_key,
+            "07-precision: params.{} is not a param (recipe, acc_bits, acc_round, nc, x_scale, group)", key);
+    require(!fp8_key || r.name == "fp8_block", "07-precision: params.{} violates recipe == fp8_block ({} has none)", key,
+            r.name);
+    require(key != "group" || r.name == "moe_a8w4", "07-precision: params.group violates recipe == moe_a8w4 ({} has none)",
+            r.name);
+  }
+  if (p.contains("group")) {
+    require(p["group"].is_number_integer(), "07-precision: params.group violates an even integer 2..{}", kA8W4MaxGroup);
+    r.group = p["group"].get<int64_t>();
+    require(r.group >= 2 && r.group <= kA8W4MaxGroup && r.group % 2 == 0,
+            "07-precision: params.group = {} violates even 2 <= group <= {}", r.group, kA8W4MaxGroup);
   }
   if (p.contains("acc_bits")) {
     require(p["acc_bits"].is_number_integer(), "07-precision: params.acc_bits violates an integer 8..24");
@@ -110,6 +126,39 @@ inline OracleOut oracle_recipe(const Recipe& r, const Mat<float>& x, const Mat<f
   }
   o.bound = b;
   return o;
+}
+
+// The moe recipes' operands: x [T x K], w [E x K x N] (flat), topk_idx [T x k].
+struct MoeOperands {
+  Mat<float> x;
+  std::vector<float> w;
+  int64_t E = 0, N = 0;
+  Array<moe::Index> topk_idx;
+};
+
+inline Tensors moe_outputs(const quant::Quantized& xq, const std::vector<int32_t>& acc, int64_t nb, int64_t N,
+                           const Tensors& y) {
+  const int64_t A = static_cast<int64_t>(acc.size()) / (nb * N);
+  Array<int32_t> a(nb == 1 ? Shape{A, N} : Shape{A, nb, N});
+  a.data = acc;
+  Tensors t = y;
+  t.emplace("xq", to_npy(codes_i32(xq)));
+  t.emplace("xs", to_npy(Array<float>::from(xq.scales)));
+  t.emplace("acc", to_npy(a));
+  return t;
+}
+
+inline Tensors run_moe_recipe(const Recipe& r, const MoeOperands& m) {
+  const MoeQuantResult q = moe_quant_experts(m.x, m.w, m.E, m.N, m.topk_idx, r.name == "moe_a8w4", r.group);
+  return moe_outputs(q.xq, q.acc, q.wq.nb, m.N, Tensors{{"y", to_npy(Array<float>::from(q.y))}});
+}
+
+inline OracleOut oracle_moe_recipe(const Recipe& r, const MoeOperands& m) {
+  check_moe_operands(m.x.rows(), m.x.cols(), m.E, m.topk_idx);
+  const quant::Quantized xq = quant::per_token(m.x, quant::Elem::int8);  // deterministic: the oracle's own
+  const QuantExperts wq = quantize_experts(m.w, m.E, m.x.cols(), m.N, r.name == "moe_a8w4", r.group);
+  const MoeOracle o = moe_quant_oracle(xq, wq, m.topk_idx);
+  return OracleOut{moe_outputs(xq, o.acc, wq.nb, m.N, Tensors{{"y", to_npy(o.y)}}), o.bound};
 }
 
 }  // namespace ladder::precision
