@@ -63,7 +63,8 @@ std::vector<TechniqueRow> technique_rows() {
   row("prefetch during the ReduceScatter", "5.2", [](Switches& s) { s.prefetch = false; }, false,
       fmt::format("MLA about +{:g} %", pct("tech_prefetch_mla")),
       "at peak compute our decode MLA is bound by the absorbed attention's FLOPs, not by the bytes a prefetch "
-      "removes; in prefill the ReduceScatter is long enough to cover every MLA byte (no cache capacity modelled)");
+      "removes; in prefill every MLA byte fits under the ReduceScatter (no cache capacity modelled) but the MLA is "
+      "compute-bound at peak, so nothing is gained");
   row("gate and shared expert under the AllGather", "5.2", [](Switches& s) { s.gate_overlap = false; }, false,
       fmt::format("decode +{:g} % at large concurrency", pct("tech_gate_overlap_decode")),
       "the saving is bounded by min(AllGather, gate + shared expert) per layer; our AllGather is inter-node "
