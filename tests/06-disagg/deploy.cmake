@@ -8,3 +8,6 @@ ladder_add_test(test_06_mtp SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mtp.cpp LIBS 
 ladder_add_test(test_06_deploy_sharding SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_deploy_sharding.cpp LIBS ladder_core)
 # The report's operating points beside the step model's prediction: every row, ratio, reported figures as printed.
 ladder_add_test(test_06_operating SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_operating.cpp LIBS ladder_cli)
+# The report's Sec. 5-6 techniques as switches: each one's direction and mechanism, the overlap graph's bounds,
+# and planted wrong switches (a double-counting overlap, a FlashComm with the wrong byte factor) caught.
+ladder_add_test(test_06_techniques SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_techniques.cpp LIBS ladder_cli)

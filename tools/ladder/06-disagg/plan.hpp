@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ladder/06-disagg/deploy/layout.hpp"
+#include "ladder/06-disagg/deploy/techniques.hpp"
 
 namespace ladder::cli::deploy06 {
 
@@ -33,5 +34,21 @@ struct OperatingPoint {
 };
 std::vector<OperatingPoint> operating_points();
 std::string operating_points_table();
+
+// The report's Sec. 5-6 techniques as switches (techniques.cpp): one switch off against all on, on the A2 decode
+// step (index 0) and the A2 prefill step (index 1), beside the claimed gain (data/papers, restated).
+struct TechniqueRow {
+  std::string name, section, claimed, why;
+  deploy::TechniqueStep on[2], off[2];
+  double gain(int i) const { return off[i].step_ms / on[i].step_ms - 1; }  // the report's "+x % performance"
+  double bytes_change(int i, bool intra) const {  // on vs off, -0.25 = a quarter fewer bytes
+    const double a = intra ? off[i].comm.intra : off[i].comm.inter, b = intra ? on[i].comm.intra : on[i].comm.inter;
+    return a > 0 ? b / a - 1 : 0;
+  }
+};
+deploy::Layout a2_decode_72();  // the A2 decode layout at 72 per card, context 3K (2K + 2K)
+deploy::Layout a2_prefill();
+std::vector<TechniqueRow> technique_rows();
+std::string techniques_table();
 
 }  // namespace ladder::cli::deploy06

@@ -9,7 +9,8 @@
 //   4. the roofline model beside DistServe's fit for OPT-13B on the A100 (predicted vs fitted);
 //   5. the deployment half (plan.cpp): the Huawei report's memory figures beside ours, KV under MLA
 //      TP vs DP, MTP (acceptance sweep, the verify rung's chi-square), two-batch overlap, DP-rank balance, and the
-//      report's operating points beside the step model's prediction (operating.cpp).
+//      report's operating points beside the step model's prediction (operating.cpp), and its Sec. 5-6 techniques as
+//      switches on the A2 decode and prefill steps (techniques.cpp).
 #include <fmt/format.h>
 
 #include "cli.hpp"
@@ -161,7 +162,8 @@ std::string reproduce_06_disagg(const ReproduceContext& ctx) {
   // 5. The deployment (chapter 06 sections 9-14): memory, KV argument, MTP, overlap; each table prints as computed.
   for (const std::string& t : {deploy06::memory_figures_table(), deploy06::kv_tp_vs_dp_table(),
                                deploy06::mtp_table(ctx.quick), deploy06::overlap_table(),
-                               deploy06::balance_table(ctx.quick), deploy06::operating_points_table()}) {
+                               deploy06::balance_table(ctx.quick), deploy06::operating_points_table(),
+                               deploy06::techniques_table()}) {
     fmt::print("{}\n", t);
     o.md += t + "\n";
   }
