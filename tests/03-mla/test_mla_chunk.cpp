@@ -33,7 +33,8 @@ PagedCache<float> case_cache(const CaseFolder& cf, const Weights<float>& W, bool
   c.block_size = c.blocks.shape[1];
   c.block_table = npy_as_int64(cf.inputs.at("block_table"), "block_table").cast<int32_t>();
   c.seqlens = ints(cf, "seqlens");
-  if (write_rows) write_chunk_rows(W, c, ints(cf, "q_lens"), from_npy<float>(cf.inputs.at("h"), "h").mat(), ints(cf, "q_pos"));
+  const Mat<float> h = from_npy<float>(cf.inputs.at("h"), "h").mat();
+  if (write_rows) write_chunk_rows(W, c, ints(cf, "q_lens"), h, ints(cf, "q_pos"));
   return c;
 }
 
@@ -103,8 +104,8 @@ TEST_CASE("every reference rung through the contract meets the oracle on the chu
         const Tensors out = run_rung(c, *r, cf.inputs, cf.params, prec);
         CHECK(out.count("u") == 1);
         CHECK(out.count("lse") == 1);
-        // The prefill rung writes the chunk's rows itself and returns them; no other rung computes them.
-        CHECK(out.count("kv_rows") == (gc.prefill && r->id == kPrefillRung ? 1u : 0u));
+        // The chunk rungs write a prefill chunk's rows themselves and return them; the decode rungs read them.
+        CHECK(out.count("kv_rows") == (gc.prefill && chunk_rung_path(r->id) ? 1u : 0u));
         for (const auto& [name, cand] : out) {
           CAPTURE(name);
           CHECK(passes(cf, name, cand));
