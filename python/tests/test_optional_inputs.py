@@ -19,7 +19,7 @@ def test_describe_says_which_inputs_are_optional():
     assert all(moe[s]["optional"] and moe[s]["may_be_empty"] for s in SHARED)
     assert "Fs = 0" in moe["s1"]["doc"] and "absent" in moe["s1"]["doc"]
     mla = {t["name"]: t for t in ladder.describe("03-mla")["inputs"]}
-    assert [n for n, t in mla.items() if t["optional"]] == ["W_DKV", "kv_norm"]
+    assert [n for n, t in mla.items() if t["optional"]] == ["W_DKV", "kv_norm", "q_lens", "prefix"]
 
 
 def test_moe_without_shared_expert(no_shared):

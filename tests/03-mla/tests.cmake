@@ -20,3 +20,14 @@ ladder_add_test(test_03_mla_cuda_gemm
 ladder_add_test(test_03_mla_prefill
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_prefill.cpp
   LIBS ladder_core ladder_lab_oracle)
+# The chunk shape through the contract: s_q = 2, 4 and ragged prefill goldens, every rung by run_rung and
+# check; planted wrong masks and rows fail; bad q_lens / prefix refused naming the input.
+ladder_add_test(test_03_mla_chunk
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_chunk.cpp
+  LIBS ladder_core ladder_lab_oracle)
+# The same through the `ladder` binary: run + check pass (exit 0); a q_len off by one fails (exit 1).
+if(TARGET ladder)
+  add_test(NAME test_03_mla_chunk_cli COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/test_mla_chunk_cli.py
+           $<TARGET_FILE:ladder>)
+  set_tests_properties(test_03_mla_chunk_cli PROPERTIES LABELS unit)
+endif()

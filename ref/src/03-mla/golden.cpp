@@ -2,7 +2,9 @@
 //
 // Cache lengths 1, 63, 64, 65 (one page, one row short of it, exactly full, one row into a second
 // page) and 1000 (16 pages, shuffled), and a batch of four sequences of different lengths with a
-// shuffled block table and spare NaN pages (flash_mla's paged path; the other rungs gather it).
+// shuffled block table and spare NaN pages (flash_mla's paged path; the other rungs gather it). The chunk
+// cases: s_q = 2 and 4 query tokens per sequence (MTP's verify), and a ragged prefill chunk (prefixes 0, 64,
+// 37; q_len 7, 1, 13).
 #include "ladder/03-mla/golden.hpp"
 
 #include "ladder/core/contract.hpp"
@@ -58,7 +60,83 @@ void write_model(const fs::path& dir) {
   seal_case(dir);
 }
 
+// The chunk case `c` (golden.hpp): inputs from make_chunk_inputs, the expected outputs from the contract's oracle.
+void write_chunk_case(const ChunkCase& c, const fs::path& dir, bool whole) {
+  const Weights<float> W = golden_model();
+  ChunkInputs ci = make_chunk_inputs(W, c.spec);
+  const std::vector<int64_t> q_pos = chunk_positions(c.spec.prefix, c.spec.q_lens);
+  for (size_t b = 0; b < c.spec.q_lens.size(); ++b) ci.cache.seqlens[b] = c.spec.prefix[b] + c.spec.q_lens[b];
+  if (!c.prefill) write_chunk_rows(W, ci.cache, c.spec.q_lens, ci.chunk.h, q_pos);  // a decode step's cache
+  Tensors in{{"h", to_npy(Array<float>::from(ci.chunk.h))}, {"q_pos", to_npy(int_array(q_pos))},
+             {"q_lens", to_npy(int_array(c.spec.q_lens))},  {"seqlens", to_npy(int_array(ci.cache.seqlens))},
+             {"block_table", to_npy(ci.cache.block_table)}, {"blocks", to_npy(ci.cache.blocks)}};
+  std::vector<std::string> names{"h", "q_pos", "q_lens", "seqlens", "block_table", "blocks"};
+  if (c.prefill) in["prefix"] = to_npy(int_array(c.spec.prefix)), names.push_back("prefix");
+  const size_t n_case_inputs = names.size();
+  for (const auto& [name, m] : kMatrices) in[name] = to_npy(Array<float>::from(W.*m)), names.push_back(name);
+  for (const auto& [name, g] : kGains) {
+    Array<float> a({(W.*g).size()});
+    std::copy((W.*g).data(), (W.*g).data() + (W.*g).size(), a.data.begin());
+    in[name] = to_npy(a), names.push_back(name);
+  }
+  const Tensors out = contract(kStage).oracle(in, nlohmann::json::object());
+  if (!whole) names.resize(n_case_inputs);  // the committed cases share model_small
+  for (const std::string o : {"u", "scores", "lse", "kv_rows"})
+    if (out.count(o)) in[o] = out.at(o), names.push_back(o);
+  nlohmann::json shapes = nlohmann::json::object(), dtypes = nlohmann::json::object(), files = nlohmann::json::array();
+  for (const std::string& n : names) {
+    const NpyData& d = in.at(n);
+    write_npy(dir / (n + ".npy"), d.dtype, d.shape, d.bytes.data());
+    shapes[n] = d.shape, dtypes[n] = dtype_name(d.dtype), files.push_back(n + ".npy");
+  }
+  const std::vector<std::string> rungs{"CD", "CC", "A_CC", "A_CC_ME", "AM", "flash_mla", kPrefillRung, kChunkAbsorbedRung};
+  nlohmann::json j = case_manifest(kStage, rungs, c.spec.seed, shapes, dtypes, rules_json(contract(kStage), shapes));
+  j["case"] = c.name;
+  j["description"] = c.what;
+  if (!whole) j["model"] = kModelCase;
+  if (whole) j["params"] = {{"rope_theta", W.cfg.rope_theta}, {"rms_eps", W.cfg.rms_eps}, {"softmax_scale", W.cfg.scale()}};
+  j["prefix"] = c.spec.prefix;
+  j["q_lens"] = c.spec.q_lens;
+  j["block_size"] = ci.cache.block_size;
+  j["oracle"] = "CD at float64 on the float32 inputs, one decode step per query token (token i of sequence b over "
+                "seqlens - q_lens + i + 1 rows)" + std::string(c.prefill ? ", after writing the chunk's rows from h; "
+                "kv_rows = those rows at float64" : "") + "; lse from the scores";
+  j["input"] = "mla::make_chunk_inputs (ladder/03-mla/synthetic.hpp); q_pos = prefix + i" +
+               std::string(c.prefill ? "; rows past each prefix NaN (the step writes them)"
+                                     : "; the chunk's rows written by write_chunk_rows (prefill.hpp) at float32");
+  j["files"] = files;
+  write_json(dir / "case.json", j);
+  seal_case(dir);
+}
+
 }  // namespace
+
+const std::vector<ChunkCase>& chunk_cases() {
+  static const std::vector<ChunkCase> cases = [] {
+    std::vector<ChunkCase> v;
+    auto add = [&v](const char* name, std::vector<int64_t> prefix, std::vector<int64_t> q_lens, uint64_t seed,
+                    bool prefill, const char* what) {
+      ChunkCase c;
+      c.name = name;
+      c.spec.prefix = std::move(prefix);
+      c.spec.q_lens = std::move(q_lens);
+      c.spec.seed = seed;
+      c.spec.shuffled = true;
+      c.spec.spare_blocks = 1;
+      c.prefill = prefill;
+      c.what = what;
+      v.push_back(std::move(c));
+    };
+    add("s_q_2", {63, 100}, {2, 2}, 3107, false,
+        "decode of s_q = 2 tokens per sequence (MTP verify): B = 2, prefixes 63 (the chunk crosses a page) and 100");
+    add("s_q_4", {1, 61, 200}, {4, 4, 4}, 3108, false,
+        "decode of s_q = 4 tokens per sequence: B = 3, prefixes 1, 61 (crosses a page), 200");
+    add("prefill_ragged", {0, 64, 37}, {7, 1, 13}, 3109, true,
+        "prefill chunk: B = 3, prefixes 0, 64, 37 and q_len 7, 1, 13; the step writes the chunk's rows");
+    return v;
+  }();
+  return cases;
+}
 
 const std::vector<GoldenCase>& golden_cases() {
   // Built case by case: g++ 12 misreports a braced list of nested vectors as maybe-uninitialised.
@@ -156,12 +234,15 @@ Output<double> load_oracle(const fs::path& dir) {
 std::vector<std::string> golden_case_names() {
   std::vector<std::string> n{kModelCase};
   for (const GoldenCase& c : golden_cases()) n.push_back(c.name);
+  for (const ChunkCase& c : chunk_cases()) n.push_back(c.name);
   return n;
 }
 
 void write_golden_case(const std::string& name, const fs::path& dir, bool whole) {
   fs::create_directories(dir);
   if (name == kModelCase) return write_model(dir);
+  for (const ChunkCase& c : chunk_cases())
+    if (c.name == name) return write_chunk_case(c, dir, whole);
   const GoldenCase& c = golden_case(name);
   const Weights<float> W = golden_model();
   const Inputs in = golden_inputs(c);

@@ -32,6 +32,22 @@ void register_mla(Registry& r) {
   add(Variant::flash_mla, "flash_mla", "FlashMLA-style fused decode",
       "A_CC_ME + online softmax over 64-token pages of a paged cache, split-KV chunks merged by logsumexp",
       "per token as A_CC_ME, one pass over the cache, no scores in memory; scratch: split partials");
+  // The chunk paths (prefill.hpp). Cost: as a decode step (q_len 1), the decode rung of the same arithmetic;
+  // a chunk of q_len tokens on a prefix P: chunk_cost (cost.hpp), which `ladder reproduce 03-mla` prints.
+  auto add_chunk = [&r](ChunkPath path, Variant like, const char* id, const char* name, const char* doc,
+                        const char* cost_doc) {
+    r.add({kStage, id, name, doc, "ref", RungFns{like, chunk_rung<float>(path), chunk_rung<double>(path)},
+           [like](const Shape& s) { return step_cost(like, s); }, cost_doc});
+  };
+  add_chunk(ChunkPath::Decompressed, Variant::CC, kPrefillRung, "prefill (non-absorbed, FlashMLA's MHA mode)",
+            "q_len new tokens per sequence on a cached prefix: writes their rows, decompresses K [L,nope+rope], "
+            "V [L,v] per head, causal attention (bottom right); d_qk = 192, d_v = 128 at V2",
+            "a decode step as CC; a chunk: chunk_cost(Decompressed, {B, P, q_len, ...}), 2H kv_lora(nope+v) per "
+            "token of P + q_len and 2H(nope+rope+v) per causal pair");
+  add_chunk(ChunkPath::Absorbed, Variant::A_CC_ME, kChunkAbsorbedRung, "chunk_absorbed (MTP verify, s_q tokens)",
+            "A_CC_ME over s_q query tokens per sequence at once, causal among them (FlashMLA's s_q, MQA mode: "
+            "d_qk = 576, d_v = 512 over the latent cache)",
+            "a decode step as A_CC_ME; a chunk: chunk_cost(Absorbed, ...), 2H(2 kv_lora + rope) per causal pair");
 }
 
 }  // namespace ladder

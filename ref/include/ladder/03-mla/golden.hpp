@@ -30,8 +30,21 @@ struct GoldenCase {
   std::string what;
 };
 
-// The decode-step cases (every case but model_small), in a fixed order.
+// The decode-step cases (one token per sequence; every case but model_small and the chunk cases), in a fixed order.
 const std::vector<GoldenCase>& golden_cases();
+
+// The chunk cases (the contract's inputs q_lens, and prefix for a prefill chunk), on the same model: decode
+// steps of s_q query tokens per sequence (their rows cached, as MTP's verify step sees them) and ragged
+// prefill chunks (the blocks hold the prefixes, NaN where the chunk's rows go). Their files are the
+// contract's inputs and its oracle's outputs: u, lse, scores (CD decoding token by token at float64), and
+// kv_rows for a prefill chunk.
+struct ChunkCase {
+  std::string name;
+  ChunkSpec spec;
+  bool prefill = false;  // the step writes the chunk's rows (input prefix)
+  std::string what;
+};
+const std::vector<ChunkCase>& chunk_cases();
 const GoldenCase& golden_case(const std::string& name);
 
 // From the cases' RNG seeds (what the committed files must equal).

@@ -33,6 +33,8 @@
 // every output element is computed by the same serial code whatever the thread count.
 #pragma once
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "ladder/core/registry.hpp"
 #include "ladder/core/math.hpp"
@@ -101,6 +103,28 @@ RungImpl<T> reference_rung(Variant v) {
     case Variant::flash_mla: return {&prepare_flash<T>, &decode_flash_default<T>, &decode_flash_default_into<T>};
   }
   throw Error("mla: unknown variant");
+}
+
+// The chunk paths of prefill.hpp as rungs: "prefill" (decompressed; FlashMLA's MHA mode, d_qk = nope + rope, d_v
+// = v per head) and "chunk_absorbed" (A_CC_ME's arithmetic over s_q query tokens at once; MQA mode over the
+// latent cache). Their decode-step form is prepare_chunk / decode_chunk; the contract (ref/src/03-mla/
+// contract.cpp) runs them on whole chunks (inputs q_lens and prefix) through prefill_chunk and attend_chunk.
+inline constexpr const char* kPrefillRung = "prefill";
+inline constexpr const char* kChunkAbsorbedRung = "chunk_absorbed";
+
+// The path of a chunk rung by its id; nullopt for the decode rungs.
+inline std::optional<ChunkPath> chunk_rung_path(const std::string& id) {
+  if (id == kPrefillRung) return ChunkPath::Decompressed;
+  if (id == kChunkAbsorbedRung) return ChunkPath::Absorbed;
+  return std::nullopt;
+}
+
+template <class T>
+RungImpl<T> chunk_rung(ChunkPath path) {
+  if (path == ChunkPath::Decompressed)
+    return {&prepare_chunk<T>, &decode_chunk<T, ChunkPath::Decompressed>,
+            &decode_chunk_into<T, ChunkPath::Decompressed>};
+  return {&prepare_chunk<T>, &decode_chunk<T, ChunkPath::Absorbed>, &decode_chunk_into<T, ChunkPath::Absorbed>};
 }
 
 // prepare + decode in one call.

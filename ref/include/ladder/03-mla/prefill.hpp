@@ -182,9 +182,12 @@ Mat<T> chunk_attend_absorbed(const Config& c, const Mat<T>& q_abs, const Mat<T>&
 // the absorbed path this is a decode step of s_q = q_lens[b] query tokens per sequence, the rows read as given
 // (MTP's verify; FlashMLA's s_q); with q_lens all 1 it is a decode step (CD's or A_CC_ME's arithmetic).
 // W_DKV and kv_norm are not needed (no row is formed). Returns u [N, hidden] and lse [N, H].
+// q_pos (optional, [N]): the tokens' positions for RoPE where they are not seqlens[b] - q_lens[b] + i (the
+// contract passes a case's own q_pos; the visibility stays as above).
 template <class T>
 ChunkOutput<T> attend_chunk(const Weights<T>& W, const PagedCache<T>& cache, const Mat<T>& h,
-                            const std::vector<int64_t>& q_lens, ChunkPath path) {
+                            const std::vector<int64_t>& q_lens, ChunkPath path,
+                            const std::vector<int64_t>* q_pos = nullptr) {
   const char* who = path == ChunkPath::Decompressed ? "attend_chunk (decompressed)" : "attend_chunk (absorbed)";
   check_weights(W, who);
   check_hidden(W, h, who);
@@ -203,7 +206,10 @@ ChunkOutput<T> attend_chunk(const Weights<T>& W, const PagedCache<T>& cache, con
   const std::vector<int64_t> first = chunk_offsets(q_lens);
   require(h.rows() == first[B], "mla {}: h.rows = {} violates == sum of q_lens = {}", who, h.rows(), first[B]);
   const Mat<T> cQ = query_latent(W, h);
-  const Mat<T> q_nope = query_nope(W, cQ), q_pe = query_rope(W, cQ, chunk_positions(diag, q_lens));
+  if (q_pos)
+    require(static_cast<int64_t>(q_pos->size()) == first[B], "mla {}: q_pos.size = {} violates == sum of q_lens = {}",
+            who, q_pos->size(), first[B]);
+  const Mat<T> q_nope = query_nope(W, cQ), q_pe = query_rope(W, cQ, q_pos ? *q_pos : chunk_positions(diag, q_lens));
   ChunkOutput<T> out;
   out.u.resize(first[B], c.hidden);
   const Array<T> kv = gather(cache);
@@ -218,20 +224,62 @@ ChunkOutput<T> attend_chunk(const Weights<T>& W, const PagedCache<T>& cache, con
   return out;
 }
 
-// The chunk's step: writes its cache rows (cache.seqlens grow by q_lens), then attend_chunk.
+// Writes the chunk's cache rows [RMSNorm(c^KV) | RoPE(k^R)] = kv_entries(h, pos) into the paged cache, which
+// already counts them: token i of sequence b goes to row seqlens[b] - q_lens[b] + i. Returns the rows [N, kv_dim].
 template <class T>
-ChunkOutput<T> prefill_chunk(const Weights<T>& W, PagedCache<T>& cache, const Chunk<T>& chunk, ChunkPath path) {
-  check_chunk(W, cache, chunk, path == ChunkPath::Decompressed ? "prefill" : "chunk (absorbed)");
-  const int64_t B = cache.batch();
-  const std::vector<int64_t> prefix = cache.seqlens, first = chunk_offsets(chunk.q_lens);
-  const Mat<T> rows = kv_entries(W, chunk.h, chunk_positions(prefix, chunk.q_lens));  // [N, kv_lora + rope]
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t i = 0; i < chunk.q_lens[b]; ++i)
+Mat<T> write_chunk_rows(const Weights<T>& W, PagedCache<T>& cache, const std::vector<int64_t>& q_lens,
+                        const Mat<T>& h, const std::vector<int64_t>& pos) {
+  const Mat<T> rows = kv_entries(W, h, pos);  // [N, kv_lora + rope]
+  const std::vector<int64_t> first = chunk_offsets(q_lens);
+  for (size_t b = 0; b < q_lens.size(); ++b)
+    for (int64_t i = 0; i < q_lens[b]; ++i)
       std::copy(rows.row(first[b] + i).data(), rows.row(first[b] + i).data() + W.cfg.kv_dim(),
-                cache_row(cache, b, prefix[b] + i));
-    cache.seqlens[b] = prefix[b] + chunk.q_lens[b];
-  }
-  return attend_chunk(W, cache, chunk.h, chunk.q_lens, path);
+                cache_row(cache, static_cast<int64_t>(b), cache.seqlens[b] - q_lens[b] + i));
+  return rows;
+}
+
+// The chunk's step: writes its cache rows (cache.seqlens grow by q_lens), then attend_chunk. q_pos (optional,
+// [N]): positions other than prefix + i, for the rows' and the queries' RoPE alike.
+template <class T>
+ChunkOutput<T> prefill_chunk(const Weights<T>& W, PagedCache<T>& cache, const Chunk<T>& chunk, ChunkPath path,
+                             const std::vector<int64_t>* q_pos = nullptr) {
+  const char* who = path == ChunkPath::Decompressed ? "prefill" : "chunk (absorbed)";
+  check_chunk(W, cache, chunk, who);
+  const std::vector<int64_t> pos = q_pos ? *q_pos : chunk_positions(cache.seqlens, chunk.q_lens);
+  require(static_cast<int64_t>(pos.size()) == chunk.h.rows(), "mla {}: q_pos.size = {} violates == sum of q_lens = {}",
+          who, pos.size(), chunk.h.rows());
+  for (size_t b = 0; b < chunk.q_lens.size(); ++b) cache.seqlens[b] += chunk.q_lens[b];
+  write_chunk_rows(W, cache, chunk.q_lens, chunk.h, pos);
+  return attend_chunk(W, cache, chunk.h, chunk.q_lens, path, &pos);
+}
+
+// ---- the two chunk paths as registered rungs (mla.hpp's chunk_rung): their decode-step form -------------------
+// A decode step is a chunk of one token per sequence whose row is already in the cache: attend_chunk with
+// q_lens all 1 over the prepared paged cache, read in place (the decompressed path is then CC's arithmetic,
+// the absorbed one A_CC_ME's: their Cost). u and lse; no scores (one score row per task, never stored).
+template <class T>
+Prepared<T> prepare_chunk(const Weights<T>& W, const PagedCache<T>& cache) {
+  check_paged(cache, W.cfg, "chunk rung");
+  Prepared<T> p;
+  p.seqlens = cache.seqlens;
+  p.paged = cache;
+  return p;
+}
+
+template <class T, ChunkPath path>
+Output<T> decode_chunk(const Weights<T>& W, const Prepared<T>& p, const Step<T>& s) {
+  check_step(W, p, s, path == ChunkPath::Decompressed ? "prefill (decode step)" : "chunk_absorbed (decode step)");
+  const ChunkOutput<T> o = attend_chunk(W, p.paged, s.h, std::vector<int64_t>(p.paged.seqlens.size(), 1), path,
+                                        &s.q_pos);
+  Output<T> out;
+  out.u = o.u;
+  out.lse = o.lse;
+  return out;
+}
+
+template <class T, ChunkPath path>
+void decode_chunk_into(const Weights<T>& W, const Prepared<T>& p, const Step<T>& s, Output<T>& out) {
+  out = decode_chunk<T, path>(W, p, s);
 }
 
 }  // namespace ladder::mla
