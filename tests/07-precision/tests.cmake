@@ -2,6 +2,7 @@
 # (each must fail) and right ones in other orders (each must pass), through the case contract; and lab 07's
 # judge of the two kernels a student writes (test_fp8_kernels.cpp).
 ladder_add_test(test_07_precision SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_precision.cpp
+                ${CMAKE_CURRENT_LIST_DIR}/test_kv_attn.cpp
                 ${CMAKE_CURRENT_LIST_DIR}/test_fp8_kernels.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_quant.cpp
                 LIBS ladder_core)
 # `ladder check / describe / reproduce 07-precision` end to end (exit codes, one-line errors).

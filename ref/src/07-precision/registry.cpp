@@ -15,6 +15,16 @@ Cost gemm_cost(const Shape& s) {  // s = {M, K, N}
   }
   return c;
 }
+// Rungs (e), (f): s = {rows, L, n, dv}: each of `rows` query rows scores L keys of n values and sums L values of dv.
+Cost attn_cost(const Shape& s) {
+  Cost c;
+  if (s.size() == 4) {
+    c.flops = 2.0 * static_cast<double>(s[0] * s[1] * (s[2] + s[3]));
+    c.bytes_read = static_cast<double>(s[1] * s[2]);  // one byte per cached code (the cache is read once)
+    c.bytes_written = 4.0 * static_cast<double>(s[0] * s[3]);
+  }
+  return c;
+}
 }  // namespace
 
 void register_precision(Registry& r) {
@@ -36,6 +46,17 @@ void register_precision(Registry& r) {
          "tokens int8 per token, experts int4 in groups of g along K (packed two per byte), int32 sums per group, "
          "float32 dequant summed over groups", "ref", RecipeFns{"moe_a8w4"}, &gemm_cost,
          "2 (T k) K N integer ops; weights half a byte per code (+ 4 bytes per group scale)"});
+  // Rungs (e), (f) (ladder/07-precision/kv_quant.hpp, attn_bf16.hpp): judged by the bound of attn_bound.hpp.
+  r.add({"07-precision", "kv_int8", "MLA decode over an int8 KV cache (one scale per token)",
+         "each cache row [c^KV | k^R] int8, amax/127 per token, dequantised in stage 03's absorbed attention, "
+         "u = W_absO o^lat", "ref", RecipeFns{"kv_int8"}, &attn_cost,
+         "2 H L (R + rope + R) flops per token; R + rope + 4 bytes per cached token"});
+  r.add({"07-precision", "kv_fp8", "MLA decode over FlashMLA's 656-byte FP8 KV record",
+         "latent E4M3 with one amax/448 scale per 128, RoPE part bf16, dequantised in stage 03's absorbed attention",
+         "ref", RecipeFns{"kv_fp8"}, &attn_cost, "2 H L (R + rope + R) flops per token; R + R/32 + 2 rope bytes per token"});
+  r.add({"07-precision", "attn_bf16", "bf16 tiled attention forward, float32 accumulation (FlashAttention-2)",
+         "Q, K, V bf16 RNE, S and O in float32, online softmax over tiles of bc keys, P rounded to bf16 before P V",
+         "ref", RecipeFns{"attn_bf16"}, &attn_cost, "2 Lq Lk (d + dv) flops; 2 bytes per value read"});
 }
 
 }  // namespace ladder

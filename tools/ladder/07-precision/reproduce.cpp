@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "ladder/07-precision/attn_recipes.hpp"
 #include "ladder/07-precision/fp8_block.hpp"
 #include "ladder/07-precision/golden_cases.hpp"
 #include "ladder/07-precision/recipe.hpp"
@@ -165,6 +166,63 @@ std::string expert_error_table() {
   return md;
 }
 
+// Rung (e) on its golden case: the reference rung's u against the fp64 oracle on the unquantised cache (the error
+// the cache format costs), as max |u - o| / max |o|, and the worst ratio to the derived bound (kv_quant.hpp).
+std::string kv_error_cells(const char* name) {
+  Tensors in;
+  nlohmann::json params;
+  precision::golden_case(name, in, params);
+  const precision::Recipe r = precision::parse_recipe(params);
+  const Array<double> got = npy_as_double(precision::run_attn_recipe(r, in).at("u"));
+  const precision::AttnRecipeOracle o = precision::oracle_attn_recipe(r, in);
+  const Array<double> want = npy_as_double(o.outputs.at("u"));
+  double emax = 0, omax = 0, ratio = 0;
+  for (int64_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(got.data[i] - want.data[i]);
+    emax = std::max(emax, e), omax = std::max(omax, std::fabs(want.data[i]));
+    ratio = std::max(ratio, e / o.bound.at("u").data[i]);
+  }
+  return fmt::format("{:.3f}% | {:.3f} ({})", 100 * emax / omax, ratio, name);
+}
+
+// Rung (f) over the sequence length: Q [8 x 64], K, V [L x 64] N(0, 1) (seed 7100 + L), tiles of 64 keys; the
+// reference rung against fp64 attention on the float32 inputs, beside the derived bound (attn_bf16.hpp).
+std::string attn_bf16_section(bool quick) {
+  const std::string intro =
+      "\n## 07-precision: bf16 tiled attention, float32 accumulation (rung (f), attn_bf16.hpp)\n\nQ [8 x 64], K, V [L x "
+      "64] N(0,1), Q K V rounded to bf16 (RNE), P to bf16 before P V, tiles of 64 keys; against fp64 attention on the "
+      "float32 inputs. Errors measured; bounds derived (attn_bound.hpp).\n";
+  fmt::print("{}", intro);
+  std::string md = intro + "\n| L | max abs err of o | max err / max |o| | worst err / bound | max bound / max |o| | "
+                           "max lse err | worst lse err / bound |\n|---|---|---|---|---|---|---|\n";
+  for (const int64_t L : quick ? std::vector<int64_t>{128, 1024, 4096} : std::vector<int64_t>{128, 512, 2048, 8192, 32768}) {
+    precision::AttnOperands a;
+    a.Lq = 8, a.Lk = L, a.d = 64, a.dv = 64, a.bc = 64, a.sigma = static_cast<float>(1 / std::sqrt(64.0));
+    Rng rng(7100 + static_cast<uint64_t>(L));
+    for (auto* t : {&a.q, &a.k, &a.v}) {
+      t->resize(static_cast<size_t>((t == &a.q ? a.Lq : L) * 64));
+      for (auto& x : *t) x = static_cast<float>(rng.normal());
+    }
+    const precision::AttnResult c = precision::attn_bf16_forward(a);
+    const precision::AttnOracle o = precision::attn_bf16_oracle(a);
+    double emax = 0, omax = 0, ratio = 0, bmax = 0, lmax = 0, lratio = 0;
+    for (size_t i = 0; i < o.o.size(); ++i) {
+      const double e = std::fabs(c.o[i] - o.o[i]);
+      emax = std::max(emax, e), omax = std::max(omax, std::fabs(o.o[i])), bmax = std::max(bmax, o.o_bound[i]);
+      ratio = std::max(ratio, e / o.o_bound[i]);
+    }
+    for (size_t i = 0; i < o.lse.size(); ++i) {
+      const double e = std::fabs(c.lse[i] - o.lse[i]);
+      lmax = std::max(lmax, e), lratio = std::max(lratio, e / o.lse_bound[i]);
+    }
+    const std::string row = fmt::format("| {} | {:.2e} | {:.3f}% | {:.3f} | {:.3f}% | {:.2e} | {:.3f} |\n", L, emax,
+                                        100 * emax / omax, ratio, 100 * bmax / omax, lmax, lratio);
+    fmt::print("{}", row);
+    md += row;
+  }
+  return md;
+}
+
 // Byte tables (derived from stage 06's DeepSeek-V3 model data, ladder/06-disagg/presets.hpp): the MLA
 // cache row per token per layer, and one routed expert's weights, in each format.
 std::string bytes_section() {
@@ -173,16 +231,18 @@ std::string bytes_section() {
   const double row = static_cast<double>(m.mla.kv_dim()), layers = static_cast<double>(m.layers);
   // FlashMLA's FP8 record: the latent in E4M3, one fp32 scale per 128 latent values, RoPE part in bf16.
   const double fp8 = lat + 4 * (lat / 128) + 2 * rope;
-  struct KvRow { const char* what; double bytes; };
-  const KvRow kv[3] = {{"bf16 (stage 03's table, elem_bytes 2)", deploy::mla_kv_row_bytes(m, 2)},
-                       {"int8, one fp32 scale per token", row + 4},
-                       {"FlashMLA FP8 record (E4M3 latent, fp32 scale / 128, bf16 RoPE)", fp8}};
+  struct KvRow { const char* what; double bytes; std::string err; };
+  const KvRow kv[3] = {{"bf16 (stage 03's table, elem_bytes 2)", deploy::mla_kv_row_bytes(m, 2), "- | -"},
+                       {"int8, one fp32 scale per token", row + 4, kv_error_cells("kv_int8_mla")},
+                       {"FlashMLA FP8 record (E4M3 latent, fp32 scale / 128, bf16 RoPE)", fp8, kv_error_cells("kv_fp8_mla")}};
   std::string md = fmt::format(
       "\n## 07-precision: bytes (derived from DeepSeek-V3's model data: kv_lora {}, rope {}, {} layers, hidden {}, "
-      "moe_intermediate {})\n\n| KV cache per token | bytes per layer | all layers | vs bf16 |\n|---|---|---|---|\n",
+      "moe_intermediate {})\n\n| KV cache per token | bytes per layer | all layers | vs bf16 | rung (e): max |u - u_exact| "
+      "/ max |u_exact| (measured) | worst err / derived bound (golden case) |\n|---|---|---|---|---|---|\n",
       m.mla.kv_lora_rank, m.mla.qk_rope, m.layers, m.hidden, m.moe_intermediate);
   for (const KvRow& r : kv)
-    md += fmt::format("| {} | {:.0f} | {:.0f} | {:.3f} |\n", r.what, r.bytes, r.bytes * layers, r.bytes / kv[0].bytes);
+    md += fmt::format("| {} | {:.0f} | {:.0f} | {:.3f} | {} |\n", r.what, r.bytes, r.bytes * layers, r.bytes / kv[0].bytes,
+                      r.err);
   // One routed expert: gate and up [hidden x moe_inter], down [moe_inter x hidden]. A8W8: int8 + one fp32
   // scale per output channel; A8W4: packed int4 + one fp32 scale per group of 128 along K per column.
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.moe_intermediate);
@@ -259,6 +319,7 @@ std::string reproduce_07_precision(const ReproduceContext& ctx) {
   md += "\n" + src;
   md += smoothquant_section();
   md += bytes_section();
+  md += attn_bf16_section(ctx.quick);
   return md;
 }
 

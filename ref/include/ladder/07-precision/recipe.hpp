@@ -8,9 +8,13 @@
 // fp8_block), acc int32 ([M, N] a8w8 and moe_a8w8, [M, ceil(K/g), N] moe_a8w4; none for fp8_block),
 // y [M, N]. The moe recipes (moe_quant.hpp) take w [E, K, N] and topk_idx [T, k]; their M = T k rows are
 // the assignments in order a = t k + j.
+// Rungs (e) and (f) (attn_recipes.hpp): "kv_int8" | "kv_fp8" (MLA decode over a quantised cache, kv_quant.hpp) and
+// "attn_bf16" (bf16 tiled attention, attn_bf16.hpp); their params: "softmax_scale" (float32 value; 0 = the
+// default: 1/sqrt(192) for MLA, DeepSeek's nope + rope, 1/sqrt(d) for attention), "bc" (attn_bf16: keys per tile).
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <string>
 
 #include "ladder/07-precision/a8w8.hpp"
@@ -24,7 +28,12 @@ struct Recipe {
   std::string name;  // "a8w8", "fp8_block", "moe_a8w8" or "moe_a8w4"
   Fp8Recipe fp8;
   int64_t group = 128;  // moe_a8w4's int4 group along K
+  double softmax_scale = 0;  // kv_*, attn_bf16: 0 = the default
+  int64_t bc = 64;           // attn_bf16: keys per tile
   bool moe() const { return name == "moe_a8w8" || name == "moe_a8w4"; }
+  bool kv() const { return name == "kv_int8" || name == "kv_fp8"; }
+  bool attn() const { return name == "attn_bf16"; }
+  bool gemm() const { return name == "a8w8" || name == "fp8_block"; }
 };
 
 inline Recipe parse_recipe(const nlohmann::json& p) {
@@ -32,12 +41,17 @@ inline Recipe parse_recipe(const nlohmann::json& p) {
           "07-precision: params.recipe is required: \"a8w8\" or \"fp8_block\"");
   Recipe r;
   r.name = p["recipe"].get<std::string>();
-  require(r.name == "a8w8" || r.name == "fp8_block" || r.moe(),
-          "07-precision: params.recipe = '{}' violates recipe in {{a8w8, fp8_block, moe_a8w8, moe_a8w4}}", r.name);
+  require(r.gemm() || r.moe() || r.kv() || r.attn(),
+          "07-precision: params.recipe = '{}' violates recipe in {{a8w8, fp8_block, moe_a8w8, moe_a8w4, kv_int8, kv_fp8, "
+          "attn_bf16}}", r.name);
   for (const auto& [key, v] : p.items()) {
     const bool fp8_key = key == "acc_bits" || key == "acc_round" || key == "nc" || key == "x_scale";
-    require(key == "recipe" || key == "group" || fp8_key,
-            "07-precision: params.{} is not a param (recipe, acc_bits, acc_round, nc, x_scale, group)", key);
+    require(key == "recipe" || key == "group" || key == "softmax_scale" || key == "bc" || fp8_key,
+            "07-precision: params.{} is not a param (recipe, acc_bits, acc_round, nc, x_scale, group, softmax_scale, "
+            "bc)", key);
+    require(key != "softmax_scale" || r.kv() || r.attn(),
+            "07-precision: params.softmax_scale violates recipe in {{kv_int8, kv_fp8, attn_bf16}} ({} has none)", r.name);
+    require(key != "bc" || r.attn(), "07-precision: params.bc violates recipe == attn_bf16 ({} has none)", r.name);
     require(!fp8_key || r.name == "fp8_block", "07-precision: params.{} violates recipe == fp8_block ({} has none)", key,
             r.name);
     require(key != "group" || r.name == "moe_a8w4", "07-precision: params.group violates recipe == moe_a8w4 ({} has none)",
@@ -48,6 +62,18 @@ inline Recipe parse_recipe(const nlohmann::json& p) {
     r.group = p["group"].get<int64_t>();
     require(r.group >= 2 && r.group <= kA8W4MaxGroup && r.group % 2 == 0,
             "07-precision: params.group = {} violates even 2 <= group <= {}", r.group, kA8W4MaxGroup);
+  }
+  if (p.contains("softmax_scale")) {
+    require(p["softmax_scale"].is_number() && std::isfinite(p["softmax_scale"].get<double>()) &&
+                p["softmax_scale"].get<double>() >= 0,
+            "07-precision: params.softmax_scale = {} violates a finite number >= 0 (0: the default)",
+            p["softmax_scale"].dump());
+    r.softmax_scale = p["softmax_scale"].get<double>();
+  }
+  if (p.contains("bc")) {
+    require(p["bc"].is_number_integer() && p["bc"].get<int64_t>() >= 1 && p["bc"].get<int64_t>() <= 65536,
+            "07-precision: params.bc = {} violates an integer 1..65536", p["bc"].dump());
+    r.bc = p["bc"].get<int64_t>();
   }
   if (p.contains("acc_bits")) {
     require(p["acc_bits"].is_number_integer(), "07-precision: params.acc_bits violates an integer 8..24");
