@@ -31,6 +31,7 @@ Loaded load(const std::string& name) {
 bool passes(const Loaded& c, const std::string& output, const NpyData& cand) {
   const CheckReport r = check(contract("07-precision"), c.cf.inputs, c.cf.params, c.cf.expected, output, cand);
   INFO(output << ": " << r.text);
+  if (!r.pass) MESSAGE(output << " fails: worst err / bound = " << r.metrics.at("worst_err_over_bound"));
   return r.pass;
 }
 

@@ -59,4 +59,62 @@ with tempfile.TemporaryDirectory() as tmp:
            tmp], 0, "| moe_a8w4 |")
     expect("reproduce derives FlashMLA's 656-byte FP8 record", ["reproduce", "07-precision", "--quick", "--out", tmp],
            0, "bf16 RoPE) | 656 |")
+
+    # Rung (e): the int8 KV cache recomputed in numpy (RNE: np.rint; scale amax/127 in float32), attention in float64.
+    def kv_int8_u(d, neighbour):
+        qa, qr, kv = np.load(j(d, "q_abs.npy")), np.load(j(d, "q_pe.npy")), np.load(j(d, "kv.npy"))
+        L, wo = np.load(j(d, "seqlens.npy")), np.load(j(d, "w_o.npy")).astype(np.float64)
+        R, sigma = qa.shape[2], np.float64(np.float32(1 / np.sqrt(192.0)))
+        u = np.zeros((qa.shape[0], wo.shape[0]))
+        for b in range(qa.shape[0]):
+            rows = kv[b, :L[b]]
+            s = np.abs(rows).max(axis=1) / np.float32(127)
+            codes = np.rint(rows / s[:, None])
+            if neighbour and L[b] > 1:  # token j dequantised with token j+1's scale (the last with j-1's)
+                s = np.array([s[jj + 1] if jj + 1 < L[b] else s[jj - 1] for jj in range(L[b])], dtype=np.float32)
+            deq = codes.astype(np.float64) * s[:, None].astype(np.float64)
+            q = np.concatenate([qa[b], qr[b]], axis=1).astype(np.float64)
+            sc = sigma * q @ deq.T
+            a = np.exp(sc - sc.max(axis=1, keepdims=True))
+            a /= a.sum(axis=1, keepdims=True)
+            u[b] = wo @ (a @ deq[:, :R]).reshape(-1)
+        return u
+
+    d = j(GOLDEN, "kv_int8_mla")
+    for neighbour, rc in [(False, 0), (True, 1)]:
+        path = j(tmp, f"kv_int8_u_{neighbour}.npy")
+        np.save(path, kv_int8_u(d, neighbour))
+        expect(f"kv_int8_mla: u {'with the neighbour token scale fails' if neighbour else 'recomputed in numpy passes'}",
+               ["check", "07-precision", d, path, "--output", "u"], rc, "FAIL" if rc else "PASS (bound rule)")
+
+    # Rung (f): the recipe in numpy, float32, P rounded to bf16 by RNE (declared) or truncation (wrong).
+    def bf16(x, rtz=False):
+        b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        b = b if rtz else b + 0x7FFF + ((b >> 16) & 1)
+        return (b & 0xFFFF0000).astype(np.uint32).view(np.float32)
+
+    def attn_o(d, rtz):
+        q, k, v = (bf16(np.load(j(d, f"{n}.npy"))) for n in "qkv")
+        o = np.zeros((q.shape[0], v.shape[1]), dtype=np.float32)
+        for i in range(q.shape[0]):
+            m, l, acc = np.float32(-np.inf), np.float32(0), np.zeros(v.shape[1], dtype=np.float32)
+            for j0 in range(0, k.shape[0], 64):
+                S = (k[j0:j0 + 64] @ q[i]).astype(np.float32) * np.float32(1.0)  # the case's softmax_scale is 1
+                mt = max(m, S.max())
+                alpha = np.float32(0) if m == -np.inf else np.exp(np.float32(m - mt))
+                P = np.exp((S - mt).astype(np.float32))
+                l = alpha * l + P.sum(dtype=np.float32)
+                acc = alpha * acc + (bf16(P, rtz)[:, None] * v[j0:j0 + 64]).sum(axis=0, dtype=np.float32)
+                m = mt
+            o[i] = acc / l
+        return o
+
+    d = j(GOLDEN, "attn_bf16_ptrunc")
+    for rtz, rc in [(False, 0), (True, 1)]:
+        path = j(tmp, f"attn_o_{rtz}.npy")
+        np.save(path, attn_o(d, rtz))
+        expect(f"attn_bf16_ptrunc: P {'truncated fails' if rtz else 'rounded to nearest even passes'}",
+               ["check", "07-precision", d, path, "--output", "o"], rc, "FAIL" if rc else "PASS (bound rule)")
+    expect("reproduce prints rung (f)'s table over L", ["reproduce", "07-precision", "--quick", "--out", tmp], 0,
+           "bf16 tiled attention, float32 accumulation")
 sys.exit(1 if failures else 0)

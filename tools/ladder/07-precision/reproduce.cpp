@@ -192,9 +192,10 @@ std::string attn_bf16_section(bool quick) {
       "\n## 07-precision: bf16 tiled attention, float32 accumulation (rung (f), attn_bf16.hpp)\n\nQ [8 x 64], K, V [L x "
       "64] N(0,1), Q K V rounded to bf16 (RNE), P to bf16 before P V, tiles of 64 keys; against fp64 attention on the "
       "float32 inputs. Errors measured; bounds derived (attn_bound.hpp).\n";
-  fmt::print("{}", intro);
-  std::string md = intro + "\n| L | max abs err of o | max err / max |o| | worst err / bound | max bound / max |o| | "
+  const std::string head = "\n| L | max abs err of o | max err / max \\|o\\| | worst err / bound | max bound / max \\|o\\| | "
                            "max lse err | worst lse err / bound |\n|---|---|---|---|---|---|---|\n";
+  fmt::print("{}{}", intro, head);
+  std::string md = intro + head;
   for (const int64_t L : quick ? std::vector<int64_t>{128, 1024, 4096} : std::vector<int64_t>{128, 512, 2048, 8192, 32768}) {
     precision::AttnOperands a;
     a.Lq = 8, a.Lk = L, a.d = 64, a.dv = 64, a.bc = 64, a.sigma = static_cast<float>(1 / std::sqrt(64.0));
@@ -237,8 +238,8 @@ std::string bytes_section() {
                        {"FlashMLA FP8 record (E4M3 latent, fp32 scale / 128, bf16 RoPE)", fp8, kv_error_cells("kv_fp8_mla")}};
   std::string md = fmt::format(
       "\n## 07-precision: bytes (derived from DeepSeek-V3's model data: kv_lora {}, rope {}, {} layers, hidden {}, "
-      "moe_intermediate {})\n\n| KV cache per token | bytes per layer | all layers | vs bf16 | rung (e): max |u - u_exact| "
-      "/ max |u_exact| (measured) | worst err / derived bound (golden case) |\n|---|---|---|---|---|---|\n",
+      "moe_intermediate {})\n\n| KV cache per token | bytes per layer | all layers | vs bf16 | rung (e): max \\|u - u_exact\\| "
+      "/ max \\|u_exact\\| (measured) | worst err / derived bound (golden case) |\n|---|---|---|---|---|---|\n",
       m.mla.kv_lora_rank, m.mla.qk_rope, m.layers, m.hidden, m.moe_intermediate);
   for (const KvRow& r : kv)
     md += fmt::format("| {} | {:.0f} | {:.0f} | {:.3f} | {} |\n", r.what, r.bytes, r.bytes * layers, r.bytes / kv[0].bytes,

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <string>
 
