@@ -39,7 +39,7 @@ bool passes(const Loaded& c, const std::string& output, const NpyData& cand) {
 struct KvCand {
   bool neighbour_scale = false;  // kv_int8: token j dequantised with token j+1's scale (j-1 for the last)
   bool transposed = false;       // kv_fp8: the [L, R/128] scales read as [R/128, L]
-  bool missing = false;          // kv_fp8: the latent's scales left out (codes taken as values)
+  bool missing = false;          // the scales left out (codes taken as values; kv_fp8: the latent's)
   bool rope_fp8 = false;         // kv_fp8: the rope part through E4M3 with its own amax/448 scale
   bool in_f64 = false;           // the right recipe with float64 arithmetic
 };
@@ -62,7 +62,7 @@ std::vector<T> kv_candidate(const MlaKvOperands& m, KvFormat f, const KvCand& k,
           const int64_t flat = j * nb + c / 128;  // (j, block) read from a [nb, L] array
           s = rows[static_cast<size_t>((flat % L))].scales[static_cast<size_t>(flat / L)];
         }
-        if (k.missing && c < m.R) s = 1.0f;
+        if (k.missing && (c < m.R || f == KvFormat::int8_token)) s = 1.0f;
         T v = static_cast<T>(static_cast<float>(kv_code_value(rows[static_cast<size_t>(j)], f, m.R, c)) * s);
         if (k.rope_fp8 && c >= m.R) {
           float amax = 0;
@@ -95,7 +95,8 @@ std::vector<T> kv_candidate(const MlaKvOperands& m, KvFormat f, const KvCand& k,
     }
     for (int64_t i = 0; i < m.hidden; ++i) {
       T y = 0;
-      for (int64_t c = m.H * m.R - 1; c >= 0; --c) y += static_cast<T>(m.w_o[static_cast<size_t>(i * m.H * m.R + c)]) * olat[static_cast<size_t>(c)];
+      for (int64_t c = m.H * m.R - 1; c >= 0; --c)
+        y += static_cast<T>(m.w_o[static_cast<size_t>(i * m.H * m.R + c)]) * olat[static_cast<size_t>(c)];
       u[static_cast<size_t>(b * m.hidden + i)] = y;
     }
   }
@@ -146,6 +147,9 @@ TEST_CASE("07 rung (e): issue 40's wrong KV caches fail") {
   KvCand k;
   k.neighbour_scale = true;
   CHECK_FALSE(kv_judge("kv_int8_mla", k).first);
+  KvCand m8;
+  m8.missing = true;
+  CHECK_FALSE(kv_judge("kv_int8_mla", m8).first);
   KvCand t;
   t.transposed = true;
   CHECK_FALSE(kv_judge("kv_fp8_mla", t).first);
@@ -188,7 +192,8 @@ AttnResult attn_candidate(const AttnOperands& a, const AttnCand& k) {
         const float p = std::exp(S[static_cast<size_t>(j)] - mt);
         rowsum += p;
         for (int64_t c = 0; c < a.dv; ++c) {
-          const float o = acc[static_cast<size_t>(c)] + bf16_round(p, k.p_round) * bf16_round(a.v[static_cast<size_t>((j0 + j) * a.dv + c)]);
+          const float vb = bf16_round(a.v[static_cast<size_t>((j0 + j) * a.dv + c)]);
+          const float o = acc[static_cast<size_t>(c)] + bf16_round(p, k.p_round) * vb;
           acc[static_cast<size_t>(c)] = k.bf16_acc ? bf16_round(o) : o;
         }
       }

@@ -136,7 +136,8 @@ inline MlaKvResult mla_kv_decode(const MlaKvOperands& m, KvFormat f) {
   for (int64_t b = 0; b < m.B; ++b) {
     const int64_t L = m.seqlens[static_cast<size_t>(b)];
     std::vector<float> deq(static_cast<size_t>(L * D)), olat(static_cast<size_t>(m.H * m.R), 0.0f), s(static_cast<size_t>(L));
-    for (int64_t j = 0; j < L; ++j) dequantize_kv_row(quantize_kv_row(m.row(b, j), m.R, m.rope, f), m.R, m.rope, f, &deq[static_cast<size_t>(j * D)]);
+    for (int64_t j = 0; j < L; ++j)
+      dequantize_kv_row(quantize_kv_row(m.row(b, j), m.R, m.rope, f), m.R, m.rope, f, &deq[static_cast<size_t>(j * D)]);
     for (int64_t h = 0; h < m.H; ++h) {
       const float* qa = &m.q_abs[static_cast<size_t>((b * m.H + h) * m.R)];
       const float* qr = &m.q_pe[static_cast<size_t>((b * m.H + h) * m.rope)];
