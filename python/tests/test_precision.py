@@ -68,3 +68,17 @@ def test_moe_a8w4_neighbouring_group_scale_fails():
             y_wrong[a] += sums[b] * xs[t, 0] * scales[(b + 1) % nb]
     assert ladder.check("07-precision", case, y_right, output="y")["pass"]
     assert not ladder.check("07-precision", case, y_wrong, output="y")["pass"]
+
+
+@pytest.mark.parametrize("case_name,rung,out_name", [("kv_int8_mla", "kv_int8", "u"), ("kv_fp8_mla", "kv_fp8", "u"),
+                                                     ("attn_bf16_q5_k113", "attn_bf16", "o")])
+def test_attention_rungs_pass_and_a_scaled_row_fails(case_name, rung, out_name):
+    # Rungs (e), (f): u / o and lse judged by the bound of ladder/07-precision/attn_bound.hpp.
+    case = ladder.golden("07-precision", case_name)
+    out = ladder._ladder.run("07-precision", "ref", rung, case["inputs"], json.dumps(case["params"]), "float32")
+    for name, got in out.items():
+        rep = ladder.check("07-precision", case, got, output=name)
+        assert rep["pass"] and rep["rule"] == "bound", (name, rep["text"])
+    bad = out[out_name].copy()
+    bad[-1] *= np.float32(1.5)
+    assert not ladder.check("07-precision", case, bad, output=out_name)["pass"]
