@@ -21,7 +21,8 @@ ladder_add_test(test_03_mla_prefill
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_prefill.cpp
   LIBS ladder_core ladder_lab_oracle)
 # The chunk shape through the contract: s_q = 2, 4 and ragged prefill goldens, every rung by run_rung and
-# check; planted wrong masks and rows fail; bad q_lens / prefix refused naming the input.
+# check; planted wrong masks and rows fail; a prefill in three chunks == one pass byte for byte; bad q_lens /
+# prefix refused naming the input.
 ladder_add_test(test_03_mla_chunk
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_chunk.cpp
   LIBS ladder_core ladder_lab_oracle)
