@@ -7,9 +7,11 @@ ladder_add_test(test_03_mla
           ${CMAKE_CURRENT_LIST_DIR}/test_mla_cost.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_mla_placement.cpp
   LIBS ladder_cuda ladder_core ladder_lab_oracle)
-# The CUDA rungs (cuda/src/03-mla/*.cu) through SIMT in every schedule (and once under TSan), tiny shapes.
+# The CUDA rungs (cuda/src/03-mla/*.cu) through SIMT in every schedule (and once under TSan), tiny shapes; the CUDA
+# prefill on the chunk goldens through the contract, a planted mask off by one caught.
 ladder_add_test(test_03_mla_cuda
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda_planted.cu
+          ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda_prefill.cpp
   LIBS ladder_cuda ladder_core SIMT)
 # The GEMM kernels (cuda/src/03-mla/mla_gemm.cu) vs Eigen, the same way: every schedule, and once under TSan.
 ladder_add_test(test_03_mla_cuda_gemm
