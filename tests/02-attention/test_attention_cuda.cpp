@@ -128,6 +128,31 @@ TEST_CASE("every CUDA forward rung vs the fp64 oracle (O, L, m) on the small gol
   }
 }
 
+TEST_CASE("tiled_16 with d_v != d (MLA prefill's per-head shape d_qk 192, d_v 128) vs the fp64 oracle; the others refuse") {
+  const Case k = from_golden("dqk192_dv128_q17_k17_causal");
+  REQUIRE(k.p.dim_v() == 128);
+  REQUIRE(k.p.d == 192);
+  const Forward<float> base = [&] {
+    const FixedOrder pinned;
+    return run_forward<float>(&naive_forward<float>, k.p, k.Q, k.K, k.V);
+  }();
+  const Rung& tiled = registry().find(kStage, "cuda", "tiled");
+  {
+    const cuda::attention::ForceTiled force(cuda::attention::kBr);
+    const Forward<float> y = test::forward<float>(tiled, k.p, k.Q, k.K, k.V);
+    for (auto [name, o, c, b] : {std::tuple{"O", &k.O, &y.O, &base.O}, std::tuple{"L", &k.L, &y.L, &base.L},
+                                 std::tuple{"m", &k.m, &y.m, &base.m}}) {
+      CAPTURE(name);
+      const CompareReport rep = compare(*o, *c, *b, test::kForward32);
+      CHECK_MESSAGE(rep.pass, rep.text());
+    }
+  }
+  // tiled_wide (the default kernel) and flash keep d_v == d: refused by name, not computed wrong.
+  CHECK_THROWS_WITH_AS(test::forward<float>(tiled, k.p, k.Q, k.K, k.V), doctest::Contains("d_v = 128 violates"), Error);
+  CHECK_THROWS_WITH_AS(test::forward<float>(registry().find(kStage, "cuda", "flash"), k.p, k.Q, k.K, k.V),
+                       doctest::Contains("d_v = 128 violates"), Error);
+}
+
 TEST_CASE("the CUDA backward vs the fp64 oracle (dQ | dK | dV, D) on the small goldens and awkward shapes") {
   for (const Case& k : all_cases()) {
     CAPTURE(k.name);

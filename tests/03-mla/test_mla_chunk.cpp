@@ -2,11 +2,14 @@
 // the s_q = 2 and 4 decode goldens and the ragged prefill golden, every reference rung at float32 and float64
 // by `ladder run`'s path (run_rung) and judged by `ladder check`'s (check); wrong candidates that check must
 // reject (a mask aligned top left, one sequence's q_len off by one, the chunk's rows not written, rows roped at
-// chunk-local positions); bad chunk inputs refused naming the input.
+// chunk-local positions); a prefill run in several chunks through the contract == one pass, byte for byte;
+// bad chunk inputs refused naming the input.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 
+#include "ladder/core/fixed_order.hpp"
 #include "test_mla_util.hpp"
 
 using namespace ladder;
@@ -62,6 +65,76 @@ bool passes(const CaseFolder& cf, const std::string& output, const NpyData& cand
   const CheckReport r = check(mla_contract(), cf.inputs, cf.params, cf.expected, output, cand);
   INFO(r.text);
   return r.pass;
+}
+
+
+// One piece of a chunked prefill: tokens [i0, i1) of sequence seq of the case.
+struct Piece {
+  int64_t seq, i0, i1;
+};
+
+// Runs rung `r` on the case's chunk in `chunks`, one run_rung per chunk, each a case of its own: the sequences it
+// touches (a subset of the case's), their h and q_pos rows, prefix = the case's prefix + i0 (what the cache holds
+// by then), and blocks holding every row the earlier chunks returned as kv_rows (the caller's side of a chunked
+// prefill: it writes the rows back into its pages). With `carry` false the rows are not written back (a planted
+// bug: the later chunks find NaN where the earlier chunks' rows belong). Returns u, lse, kv_rows in the case's
+// token order, as one pass returns them.
+Tensors run_in_chunks(const CaseFolder& cf, const Rung& r, const std::vector<std::vector<Piece>>& chunks, DType prec,
+                      bool carry = true) {
+  const std::vector<int64_t> q_lens = ints(cf, "q_lens"), prefix = ints(cf, "prefix"), q_pos = ints(cf, "q_pos");
+  const std::vector<int64_t> first = chunk_offsets(q_lens);
+  const Array<float> h = from_npy<float>(cf.inputs.at("h"), "h");
+  const Array<int64_t> table = npy_as_int64(cf.inputs.at("block_table"), "block_table");
+  Array<float> blocks = from_npy<float>(cf.inputs.at("blocks"), "blocks");
+  const int64_t hidden = h.shape[1], width = table.shape[1], bs = blocks.shape[1], D = blocks.shape[2];
+  std::map<std::string, std::vector<unsigned char>> whole;  // output name -> bytes in the case's token order
+  std::map<std::string, NpyData> shape_of;
+  auto ints_npy = [](std::vector<int64_t> v) {
+    Array<int64_t> a({static_cast<int64_t>(v.size())});
+    a.data = std::move(v);
+    return to_npy(a);
+  };
+  for (const std::vector<Piece>& chunk : chunks) {
+    Tensors in = cf.inputs;
+    std::vector<int64_t> n, pre, seqlens, pos, token;  // token: each chunk row's index in the case
+    Array<int32_t> tab({static_cast<int64_t>(chunk.size()), width});
+    for (size_t k = 0; k < chunk.size(); ++k) {
+      const Piece& p = chunk[k];
+      n.push_back(p.i1 - p.i0), pre.push_back(prefix[p.seq] + p.i0), seqlens.push_back(prefix[p.seq] + p.i1);
+      for (int64_t i = p.i0; i < p.i1; ++i) token.push_back(first[p.seq] + i), pos.push_back(q_pos[first[p.seq] + i]);
+      for (int64_t w = 0; w < width; ++w) tab.data[k * width + w] = static_cast<int32_t>(table.data[p.seq * width + w]);
+    }
+    Array<float> hc({static_cast<int64_t>(token.size()), hidden});
+    for (size_t t = 0; t < token.size(); ++t)
+      std::copy_n(&h.data[token[t] * hidden], hidden, &hc.data[t * hidden]);
+    in["h"] = to_npy(hc), in["q_pos"] = ints_npy(pos), in["q_lens"] = ints_npy(n), in["prefix"] = ints_npy(pre);
+    in["seqlens"] = ints_npy(seqlens), in["block_table"] = to_npy(tab), in["blocks"] = to_npy(blocks);
+    const Tensors out = run_rung(mla_contract(), r, in, cf.params, prec);
+    for (const auto& [name, d] : out) {
+      const size_t row = d.bytes.size() / token.size();  // bytes of one token's row
+      std::vector<unsigned char>& w = whole[name];
+      w.resize(row * static_cast<size_t>(first.back()));
+      for (size_t t = 0; t < token.size(); ++t)
+        std::copy_n(&d.bytes[t * row], row, &w[static_cast<size_t>(token[t]) * row]);
+      shape_of[name] = d;
+    }
+    if (!carry) continue;
+    const Array<float> rows = from_npy<float>(out.at("kv_rows"), "kv_rows");  // float32 at float32
+    int64_t t = 0;
+    for (const Piece& p : chunk)
+      for (int64_t i = p.i0; i < p.i1; ++i, ++t) {
+        const int64_t j = prefix[p.seq] + i, blk = table.data[p.seq * width + j / bs];
+        std::copy_n(&rows.data[t * D], D, &blocks.data[(blk * bs + j % bs) * D]);
+      }
+  }
+  Tensors result;
+  for (auto& [name, bytes] : whole) {
+    NpyData d = shape_of.at(name);
+    d.shape[0] = first.back();
+    d.bytes = std::move(bytes);
+    result[name] = std::move(d);
+  }
+  return result;
 }
 
 }  // namespace
@@ -147,6 +220,48 @@ TEST_CASE("wrong chunk candidates fail `ladder check`: top-left mask, a q_len of
   const Mat<float> h = from_npy<float>(cf.inputs.at("h"), "h").mat();
   CHECK(passes(cf, "kv_rows", to_npy(Array<float>::from(kv_entries(W, h, ints(cf, "q_pos"))))));
   CHECK_FALSE(passes(cf, "kv_rows", to_npy(Array<float>::from(kv_entries(W, h, local)))));
+}
+
+// The cache bytes (kv_rows) are the same bits whatever the chunking, as the rungs run. u and lse are the same
+// bits once every product is summed in one order (a FixedOrder scope, core/fixed_order.hpp, which pins the order
+// of Eigen's float32 products): without it the prefill's u and lse differed in the last bits here (Eigen sums a
+// [L, kv_lora] x kv_b^T decompression in an order that depends on the product's shape), within the rule.
+TEST_CASE("a prefill in chunks through the contract == one pass, byte for byte (u, lse, kv_rows); rows not carried fail") {
+  const CaseFolder cf = chunk_case("prefill_ragged");  // prefixes 0, 64, 37; q_len 7, 1, 13
+  // Three chunks: a subset of the sequences, then all three (one of a single token), then one sequence alone.
+  const std::vector<std::vector<Piece>> chunks{{{0, 0, 3}, {2, 0, 5}}, {{0, 3, 7}, {1, 0, 1}, {2, 5, 6}}, {{2, 6, 13}}};
+  for (const std::string id : {kPrefillRung, kChunkAbsorbedRung}) {
+    CAPTURE(id);
+    const Rung& r = registry().find(kStage, "ref", id);
+    {
+      const Tensors one = run_rung(mla_contract(), r, cf.inputs, cf.params, DType::F4);
+      const Tensors chunked = run_in_chunks(cf, r, chunks, DType::F4);
+      REQUIRE(one.size() == 3);
+      CHECK(chunked.at("kv_rows").bytes == one.at("kv_rows").bytes);
+      for (const auto& [name, d] : chunked) {
+        CAPTURE(name);
+        CHECK(passes(cf, name, d));
+      }
+    }
+    {
+      const FixedOrder pinned;
+      const Tensors one = run_rung(mla_contract(), r, cf.inputs, cf.params, DType::F4);
+      const Tensors chunked = run_in_chunks(cf, r, chunks, DType::F4);
+      REQUIRE(one.size() == 3);
+      for (const auto& [name, d] : one) {
+        CAPTURE(name);
+        REQUIRE(chunked.count(name) == 1);
+        CHECK(chunked.at(name).shape == d.shape);
+        CHECK(chunked.at(name).dtype == d.dtype);
+        CHECK(chunked.at(name).bytes == d.bytes);
+      }
+    }
+    // The planted bug: the caller forgets to write a chunk's rows back into its pages before the next chunk.
+    const Tensors lost = run_in_chunks(cf, r, chunks, DType::F4, false);
+    CHECK(passes(cf, "kv_rows", lost.at("kv_rows")));  // each chunk still forms its own rows right
+    CHECK_FALSE(passes(cf, "u", lost.at("u")));
+    CHECK_FALSE(passes(cf, "lse", lost.at("lse")));
+  }
 }
 
 TEST_CASE("the s_q = 4 golden: a mask that lets every draft token see the whole chunk fails") {

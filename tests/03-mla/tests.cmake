@@ -7,9 +7,11 @@ ladder_add_test(test_03_mla
           ${CMAKE_CURRENT_LIST_DIR}/test_mla_cost.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_mla_placement.cpp
   LIBS ladder_cuda ladder_core ladder_lab_oracle)
-# The CUDA rungs (cuda/src/03-mla/*.cu) through SIMT in every schedule (and once under TSan), tiny shapes.
+# The CUDA rungs (cuda/src/03-mla/*.cu) through SIMT in every schedule (and once under TSan), tiny shapes; the CUDA
+# prefill on the chunk goldens through the contract, a planted mask off by one caught.
 ladder_add_test(test_03_mla_cuda
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda_planted.cu
+          ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda_prefill.cpp
   LIBS ladder_cuda ladder_core SIMT)
 # The GEMM kernels (cuda/src/03-mla/mla_gemm.cu) vs Eigen, the same way: every schedule, and once under TSan.
 ladder_add_test(test_03_mla_cuda_gemm
@@ -21,7 +23,8 @@ ladder_add_test(test_03_mla_prefill
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_prefill.cpp
   LIBS ladder_core ladder_lab_oracle)
 # The chunk shape through the contract: s_q = 2, 4 and ragged prefill goldens, every rung by run_rung and
-# check; planted wrong masks and rows fail; bad q_lens / prefix refused naming the input.
+# check; planted wrong masks and rows fail; a prefill in three chunks == one pass byte for byte; bad q_lens /
+# prefix refused naming the input.
 ladder_add_test(test_03_mla_chunk
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_chunk.cpp
   LIBS ladder_core ladder_lab_oracle)

@@ -23,8 +23,8 @@ inline unsigned blocks_for(size_t n, int per_block) { return (unsigned)((n + per
 // A Q tile whose rows all see no key (causal, Nq > Nk): O = 0, L = m = -inf, by the block's nt threads
 // (they all return after it, before any barrier).
 __device__ inline void write_masked_tile(const Dims& p, size_t bh, int r0, int br, float* Oh, float* L, float* m, int nt) {
-  const int t = threadIdx.x;
-  for (int e = t; e < br * p.d; e += nt) Oh[e] = 0.0f;
+  const int t = threadIdx.x, dv = p.dv > 0 ? p.dv : p.d;  // O's rows hold d_v entries
+  for (int e = t; e < br * dv; e += nt) Oh[e] = 0.0f;
   if (t < br) {
     L[bh * p.Nq + r0 + t] = -INFINITY;
     if (m) m[bh * p.Nq + r0 + t] = -INFINITY;

@@ -10,14 +10,21 @@ namespace ladder::cuda {
 namespace attention {
 namespace {
 
-Dims dims_of(const Problem& p, const char* rung) {
-  ladder::attention::check_problem(p, rung);
+// The kernels' dims. d_v != d only where `takes_dv` (tiled_16).
+Dims dims_of(const Problem& p, const char* rung, bool takes_dv = false) {
+  Problem same_dv = p;  // check_problem refuses d_v != d for every rung but the reference naive; tiled_16 takes it
+  if (takes_dv) same_dv.dv = 0;
+  ladder::attention::check_problem(same_dv, rung);
   constexpr int64_t kIntMax = 0x7fffffff;
   require(p.heads() <= 65535, "cuda attention {}: B * H = {} violates B * H <= 65535 (grid.y)", rung, p.heads());
   require(p.Nq <= kIntMax && p.Nk <= kIntMax, "cuda attention {}: Nq = {}, Nk = {} violate Nq, Nk <= 2^31 - 1",
           rung, p.Nq, p.Nk);
-  require(p.d <= kMaxHeadDim, "cuda attention {}: d = {} violates d <= kMaxHeadDim = {}", rung, p.d, kMaxHeadDim);
-  return Dims{int(p.B), int(p.H), int(p.Nq), int(p.Nk), int(p.d), float(p.scale), p.causal};
+  if (p.dim_v() == p.d)
+    require(p.d <= kMaxHeadDim, "cuda attention {}: d = {} violates d <= kMaxHeadDim = {}", rung, p.d, kMaxHeadDim);
+  else
+    require(p.d <= kMaxQKHeadDim && p.dim_v() <= kMaxHeadDim, "cuda attention {}: d = {}, d_v = {} violate d <= "
+            "kMaxQKHeadDim = {}, d_v <= kMaxHeadDim = {}", rung, p.d, p.dim_v(), kMaxQKHeadDim, kMaxHeadDim);
+  return Dims{int(p.B), int(p.H), int(p.Nq), int(p.Nk), int(p.d), float(p.scale), p.causal, int(p.dim_v())};
 }
 
 }  // namespace
@@ -57,7 +64,7 @@ void tiled_wide(const Problem& p, const float* Q, const float* K, const float* V
 }
 
 void tiled_16(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
-  const Dims k = dims_of(p, "cuda tiled");
+  const Dims k = dims_of(p, "cuda tiled_16", true);
   ladder::attention::check_pointers("cuda tiled", Q, K, V, O, L);
   detail::launch_tiled(k, Q, K, V, O, L, m);
 }

@@ -7,7 +7,9 @@
 // tiled_forward (16 x 16 tiles, kept for timing beside the default: ForceTiled, cuda::attention::tiled_16);
 // the default, tiled_forward_wide (64 x 64, register-tiled): attention_tiled_wide.cu. naive, flash and
 // the masking rules: attention.cu; last_key, blocks_for, write_masked_tile: attention_common.cuh. Compiled by nvcc for sm_80/sm_90 and by g++ through
-// cuda/simt (SIMT_SCHEDULE=forward|reverse|random:N and TSan catch a missing barrier).
+// cuda/simt (SIMT_SCHEDULE=forward|reverse|random:N and TSan catch a missing barrier). tiled_forward also takes a
+// value head dim of its own (Dims::dv; Q_i, K_j rows of d, V_j, O rows of d_v): MLA's prefill in FlashMLA's MHA mode,
+// d = 192, d_v = 128 (cuda/src/03-mla/mla_prefill.cpp).
 #include <math.h>
 #include <stddef.h>
 
@@ -51,26 +53,28 @@ static_assert(kORows * (kTileThreads / 32) == kBr && kOCols * 32 == kMaxHeadDim,
 // Cost: kBr + 2 kBc floats more shared memory. ld = tile_row_stride(d) comes from the host
 // (attention_kernels.hpp is a plain C++ header).
 
-// Shared memory: Q_i [kBr, ld] (scaled on load), K_j, V_j [kBc, ld], S/P [kBr, kBc], per-row l, alpha.
+// Shared memory: Q_i [kBr, ld] (scaled on load), K_j [kBc, ld], V_j [kBc, ldv], S/P [kBr, kBc], per-row l, alpha
+// (ld, ldv: tile_row_stride of d and d_v, from the host).
 // The softmax step of row r runs on its kRowThreads consecutive threads (t / kRowThreads = r), each
 // taking columns t % kRowThreads, + kRowThreads, ...; they merge by shuffles and all hold the row's
 // (m, l) in registers.
-__global__ void __launch_bounds__(kTileThreads, 8) tiled_forward(Dims p, int ld, const float* Q, const float* K, const float* V, float* O, float* L,
+__global__ void __launch_bounds__(kTileThreads, 8) tiled_forward(Dims p, int ld, int ldv, const float* Q, const float* K, const float* V, float* O, float* L,
                               float* m) {
   SIMT_DYNAMIC_SHARED(float, smem);
-  const int d = p.d, t = threadIdx.x, r0 = blockIdx.x * kBr, br = min(kBr, p.Nq - r0);
+  const int d = p.d, dv = p.dv > 0 ? p.dv : p.d;
+  const int t = threadIdx.x, r0 = blockIdx.x * kBr, br = min(kBr, p.Nq - r0);
   const int warp = t / 32, lane = t % 32;
   const size_t bh = blockIdx.y;
   float* Qs = smem;
   float* Ks = Qs + kBr * ld;
   float* Vs = Ks + kBc * ld;
-  float* S = Vs + kBc * ld;
+  float* S = Vs + kBc * ldv;
   float* ls = S + kBr * kBc;
   float* alpha = ls + kBr;
   const float* Qh = Q + (bh * p.Nq + r0) * d;
   const float* Kh = K + bh * p.Nk * d;
-  const float* Vh = V + bh * p.Nk * d;
-  float* Oh = O + (bh * p.Nq + r0) * d;
+  const float* Vh = V + bh * p.Nk * dv;
+  float* Oh = O + (bh * p.Nq + r0) * dv;
 
   // KV tiles this Q tile visits (causal: whole tiles past the last row's last key are skipped).
   const int kmax = last_key(p, r0 + br - 1);
@@ -93,11 +97,9 @@ __global__ void __launch_bounds__(kTileThreads, 8) tiled_forward(Dims p, int ld,
 
   for (int jt = 0; jt < tiles; ++jt) {  // the inner loop over KV blocks j (FA2: Q block outer)
     const int c0 = jt * kBc, bc = min(kBc, p.Nk - c0);
-    for (int e = t; e < kBc * d; e += kTileThreads) {  // load K_j, V_j; rows past Nk are zeros
-      const bool in = e / d < bc;
-      Ks[e / d * ld + e % d] = in ? Kh[(size_t)c0 * d + e] : 0.0f;
-      Vs[e / d * ld + e % d] = in ? Vh[(size_t)c0 * d + e] : 0.0f;
-    }
+    for (int e = t; e < kBc * d; e += kTileThreads)  // load K_j, V_j; rows past Nk are zeros
+      Ks[e / d * ld + e % d] = e / d < bc ? Kh[(size_t)c0 * d + e] : 0.0f;
+    for (int e = t; e < kBc * dv; e += kTileThreads) Vs[e / dv * ldv + e % dv] = e / dv < bc ? Vh[(size_t)c0 * dv + e] : 0.0f;
     __syncthreads();  // Q_i (first tile), K_j, V_j are in shared memory before S reads them
     {  // S_ij = (scale Q_i) K_j^T, a 2 x 2 block per thread pair
       const float* q0 = Qs + 2 * sr * ld;
@@ -144,7 +146,7 @@ __global__ void __launch_bounds__(kTileThreads, 8) tiled_forward(Dims p, int ld,
     }
     for (int j = 0; j < kBc; ++j) {
       float v[kOCols];
-      for (int k = 0; k < kOCols; ++k) v[k] = lane + 32 * k < d ? Vs[j * ld + lane + 32 * k] : 0.0f;
+      for (int k = 0; k < kOCols; ++k) v[k] = lane + 32 * k < dv ? Vs[j * ldv + lane + 32 * k] : 0.0f;
       for (int i = 0; i < kORows; ++i) {
         const float pij = S[(kORows * warp + i) * kBc + j];
         for (int k = 0; k < kOCols; ++k) o[i][k] += pij * v[k];
@@ -158,7 +160,7 @@ __global__ void __launch_bounds__(kTileThreads, 8) tiled_forward(Dims p, int ld,
     if (r >= br) break;
     const float l = ls[r];
     for (int k = 0; k < kOCols; ++k)
-      if (lane + 32 * k < d) Oh[r * d + lane + 32 * k] = l == 0.0f ? 0.0f : o[i][k] / l;
+      if (lane + 32 * k < dv) Oh[r * dv + lane + 32 * k] = l == 0.0f ? 0.0f : o[i][k] / l;
   }
   if (sub == 0 && row < br) {
     L[bh * p.Nq + r0 + row] = li == 0.0f ? -INFINITY : mi + logf(li);
@@ -171,10 +173,10 @@ __global__ void __launch_bounds__(kTileThreads, 8) tiled_forward(Dims p, int ld,
 namespace detail {
 
 void launch_tiled(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
-  const int ld = tile_row_stride(p.d);
-  const size_t smem = sizeof(float) * ((size_t)(kBr + 2 * kBc) * ld + kBr * kBc + 2 * kBr);
+  const int ld = tile_row_stride(p.d), ldv = tile_row_stride(p.dv > 0 ? p.dv : p.d);
+  const size_t smem = sizeof(float) * ((size_t)(kBr + kBc) * ld + (size_t)kBc * ldv + kBr * kBc + 2 * kBr);
   const dim3 grid(blocks_for((size_t)p.Nq, kBr), (unsigned)(p.B * p.H));
-  simt::launch(tiled_forward, grid, dim3(kTileThreads), smem, p, ld, Q, K, V, O, L, m);
+  simt::launch(tiled_forward, grid, dim3(kTileThreads), smem, p, ld, ldv, Q, K, V, O, L, m);
 }
 
 }  // namespace detail

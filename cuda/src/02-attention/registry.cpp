@@ -16,13 +16,16 @@ using Forward = void (*)(const ref::Problem&, const float*, const float*, const 
 
 ref::ForwardFns forward_wrapper(Forward f) {
   return {[f](const ref::Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m) {
-            ref::check_problem(p, "cuda");
+            ref::Problem same_dv = p;  // d_v != d: the host API says which kernel takes it (tiled_16)
+            same_dv.dv = 0;
+            ref::check_problem(same_dv, "cuda");
             ref::check_pointers("cuda", Q, K, V, O, L);
             const size_t nq = size_t(p.heads() * p.Nq), nk = size_t(p.heads() * p.Nk), d = size_t(p.d);
-            DeviceBuffer<float> dQ(Q, nq * d), dK(K, nk * d), dV(V, nk * d), dO(nq * d), dL(nq), dm(nq);
+            const size_t dv = size_t(p.dim_v());
+            DeviceBuffer<float> dQ(Q, nq * d), dK(K, nk * d), dV(V, nk * dv), dO(nq * dv), dL(nq), dm(nq);
             f(p, dQ.data(), dK.data(), dV.data(), dO.data(), dL.data(), m ? dm.data() : nullptr);
             sync();
-            dO.copy_to_host(O, nq * d);
+            dO.copy_to_host(O, nq * dv);
             dL.copy_to_host(L, nq);
             if (m) dm.copy_to_host(m, nq);
           },

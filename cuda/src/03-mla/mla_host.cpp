@@ -11,12 +11,11 @@
 #include "ladder/cuda/device.hpp"
 #include "ladder/cuda/03-mla/mla.hpp"
 #include "ladder/03-mla/mla.hpp"
+#include "mla_host_parts.hpp"
 
 namespace ladder::cuda::mla {
-namespace {
 
-using Buf = DeviceBuffer<float>;
-
+// The pieces mla_prefill.cpp shares (mla_host_parts.hpp).
 // y [M, N] = x [M, K] W^T, W an nn.Linear weight [N, K].
 void linear(const float* x, int64_t M, int64_t K, const float* W, int64_t N, float* y) {
   Gemm g;
@@ -24,18 +23,7 @@ void linear(const float* x, int64_t M, int64_t K, const float* W, int64_t N, flo
   gemm(g);
 }
 
-void check_step(const Weights& W, const Step& s, const char* fn) {
-  ladder::mla::check_config(W.cfg, fn);
-  require(s.B >= 1, "cuda::mla::{}: B = {} violates B >= 1", fn, s.B);
-  require(s.Lmax >= 1, "cuda::mla::{}: Lmax = {} violates Lmax >= 1", fn, s.Lmax);
-  require(s.h && s.rope && s.seqlens, "cuda::mla::{}: null h, rope or seqlens", fn);
-  require(W.W_DQ && W.q_norm && W.W_QR, "cuda::mla::{}: null W_DQ, q_norm or W_QR", fn);
-}
-
 // c^Q = RMSNorm(W_DQ h), q^C = W_UQ c^Q (if wanted), q^R = RoPE(W_QR c^Q): layers.hpp.
-struct Query {
-  Buf cQ, q_nope, q_pe;
-};
 Query query(const Weights& W, const Step& s, bool nope) {
   const Config& c = W.cfg;
   Query q{Buf(size_t(s.B * c.q_lora_rank)), Buf(size_t(nope ? s.B * c.n_heads * c.qk_nope : 0)),
@@ -46,6 +34,16 @@ Query query(const Weights& W, const Step& s, bool nope) {
   linear(q.cQ.data(), s.B, c.q_lora_rank, W.W_QR, c.n_heads * c.qk_rope, q.q_pe.data());
   detail::launch_rope(q.q_pe.data(), s.rope, s.B, c.n_heads, c.qk_rope);
   return q;
+}
+
+namespace {
+
+void check_step(const Weights& W, const Step& s, const char* fn) {
+  ladder::mla::check_config(W.cfg, fn);
+  require(s.B >= 1, "cuda::mla::{}: B = {} violates B >= 1", fn, s.B);
+  require(s.Lmax >= 1, "cuda::mla::{}: Lmax = {} violates Lmax >= 1", fn, s.Lmax);
+  require(s.h && s.rope && s.seqlens, "cuda::mla::{}: null h, rope or seqlens", fn);
+  require(W.W_DQ && W.q_norm && W.W_QR, "cuda::mla::{}: null W_DQ, q_norm or W_QR", fn);
 }
 
 // q_abs_h = q^C_h W_UK(h), one batch entry per head.

@@ -5,6 +5,7 @@
 // matrices come from the device GEMM (ladder::cuda::mla::absorb_weights). decode: uploads the
 // weights, the step and the prepared cache, runs the rung of ladder/cuda/03-mla/mla.hpp, downloads u and
 // scores / attn or lse. Cost: the reference formulas (same algorithm, same FLOPs and cache bytes).
+#include <algorithm>
 #include <cmath>
 
 #include "ladder/core/registry.hpp"
@@ -20,7 +21,7 @@ using ref::Variant;
 
 // The weights on the device, and the view the kernels take.
 struct DeviceModel {
-  DeviceBuffer<float> W_DQ, q_norm, W_UQ, W_QR, kv_b, W_O, W_absQ, W_absO;
+  DeviceBuffer<float> W_DQ, q_norm, W_UQ, W_QR, kv_b, W_O, W_absQ, W_absO, W_DKV, kv_norm;
   mla::Weights view;
 
   DeviceModel(const ref::Weights<float>& W, const ref::Absorbed<float>* a)
@@ -30,6 +31,11 @@ struct DeviceModel {
     if (a) {
       W_absQ = DeviceBuffer<float>(a->W_absQ.data(), size_t(a->W_absQ.size()));
       W_absO = DeviceBuffer<float>(a->W_absO.data(), size_t(a->W_absO.size()));
+    }
+    if (W.W_DKV.size() > 0 && W.kv_norm.size() > 0) {  // the prefill's own rows
+      W_DKV = DeviceBuffer<float>(W.W_DKV.data(), size_t(W.W_DKV.size()));
+      kv_norm = DeviceBuffer<float>(W.kv_norm.data(), size_t(W.kv_norm.size()));
+      view.W_DKV = W_DKV.data(), view.kv_norm = kv_norm.data();
     }
     view.cfg = W.cfg;
     view.W_DQ = W_DQ.data(), view.q_norm = q_norm.data(), view.W_UQ = W_UQ.data(), view.W_QR = W_QR.data();
@@ -122,6 +128,69 @@ ref::Output<float> decode(Variant v, const ref::Weights<float>& W, const ref::Pr
   return r;
 }
 
+// The prefill rung's whole chunk (ref::ChunkFn): the cache gathered into its contiguous layout on the host (as the
+// other rungs' prepare does), the chunk on the device (cuda::mla::prefill), the rows it wrote put back into the pages.
+ref::ChunkOutput<float> prefill_chunk(const ref::Weights<float>& W, ref::PagedCache<float>& cache, const Mat<float>& h,
+                                      const std::vector<int64_t>& q_lens, const std::vector<int64_t>& q_pos,
+                                      bool write_rows) {
+  const char* who = "cuda prefill";
+  const ref::Config& c = W.cfg;
+  const int64_t B = cache.batch(), N = h.rows(), D = c.kv_dim();
+  require(static_cast<int64_t>(q_lens.size()) == B, "mla {}: q_lens.size = {} violates == cache batch B = {}", who,
+          q_lens.size(), B);
+  std::vector<int64_t> prefix = cache.seqlens, after = cache.seqlens;
+  if (write_rows) {
+    ref::check_chunk(W, cache, ref::Chunk<float>{h, q_lens}, who);
+    for (int64_t b = 0; b < B; ++b) after[b] += q_lens[b];
+  } else {
+    ref::check_weights(W, who);
+    ref::check_paged(cache, c, who);
+    for (int64_t b = 0; b < B; ++b) {
+      require(q_lens[b] >= 1 && q_lens[b] <= cache.seqlens[b], "mla {}: q_lens[{}] = {} violates 1 <= q_len <= "
+              "cache.seqlens[{}] = {}", who, b, q_lens[b], b, cache.seqlens[b]);
+      prefix[b] -= q_lens[b];
+    }
+  }
+  require(static_cast<int64_t>(q_pos.size()) == N && N == ref::chunk_offsets(q_lens).back(),
+          "mla {}: h.rows = {}, q_pos.size = {} violate == sum of q_lens", who, N, q_pos.size());
+  ref::PagedCache<float> view = cache;
+  view.seqlens = after;
+  const Array<float> kv_host = ref::gather(view);  // [B, Lmax, D]; the chunk's rows NaN until written
+  const int64_t Lmax = kv_host.shape[1];
+  DeviceModel dm(W, nullptr);
+  const std::vector<float> rope = rope_table(c, q_pos);
+  DeviceBuffer<float> hd(h.data(), size_t(h.size())), cs(rope), kv(kv_host.data), u(size_t(N * c.hidden)),
+      lse(size_t(N * c.n_heads));
+  mla::prefill(dm.view, q_lens, prefix, Lmax, hd.data(), cs.data(), kv.data(), write_rows, u.data(), lse.data());
+  sync();
+  ref::ChunkOutput<float> out;
+  out.u = Mat<float>(N, c.hidden);
+  out.lse = Array<float>({N, c.n_heads});
+  u.copy_to_host(out.u.data(), u.size());
+  lse.copy_to_host(out.lse.data.data(), lse.size());
+  if (write_rows) {
+    const std::vector<float> rows = kv.to_host();
+    cache.seqlens = after;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = prefix[b]; j < after[b]; ++j)
+        std::copy_n(&rows[size_t((b * Lmax + j) * D)], D, ref::cache_row(cache, b, j));
+  }
+  return out;
+}
+
+// Its decode-step form: one token per sequence, its row cached (a decode golden), the chunk of one.
+ref::Output<float> prefill_decode(const ref::Weights<float>& W, const ref::Prepared<float>& p,
+                                  const ref::Step<float>& step) {
+  ref::check_step(W, p, step, "cuda prefill (decode step)");
+  ref::PagedCache<float> cache = p.paged;
+  const ref::ChunkOutput<float> o =
+      prefill_chunk(W, cache, step.h, std::vector<int64_t>(p.paged.seqlens.size(), 1), step.q_pos, false);
+  ref::Output<float> r;
+  r.u = o.u;
+  r.lse = o.lse;
+  return r;
+}
+
 }  // namespace
 
 // Called by the list CMake generates from the folders cuda/src/NN-stage/ (cuda/CMakeLists.txt).
@@ -143,6 +212,14 @@ void rungs_03_mla(Registry& r) {
   add(Variant::AM, "AM", "AM_CC_ME on the GPU", "absorbed matrices made by the GEMM once; A_CC_ME's attention");
   add(Variant::flash_mla, "flash_mla", "FlashMLA-style fused decode kernel",
       "block per (split, sequence, head group): cache tiles in shared memory, online softmax; combine kernel");
+  // The prefill (non-absorbed, FlashMLA's MHA mode): the contract runs it on whole chunks (chunk_f32).
+  ref::RungImpl<float> f32{&ref::prepare_chunk<float>, &prefill_decode};
+  r.add({ref::kStage, ref::kPrefillRung, "prefill (non-absorbed) on the GPU",
+         "chunk rows by the GEMM + RMSNorm + RoPE; K, V decompressed per head by the GEMM; stage 02's tiled kernel "
+         "with d_qk = nope + rope, d_v = v, causal bottom right",
+         "cuda", ref::RungFns{Variant::CC, f32, {}, &prefill_chunk},
+         [](const Shape& s) { return ref::step_cost(Variant::CC, s); },
+         "as the reference prefill rung (a decode step as CC; a chunk: chunk_cost(Decompressed, ...))"});
 }
 
 }  // namespace ladder::cuda

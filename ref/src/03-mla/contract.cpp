@@ -14,8 +14,9 @@
 // case is a prefill chunk: the blocks hold only each prefix, and the step first writes the chunk's rows from
 // h (W_DKV and kv_norm become needed; output kv_rows judges them). Every decode rung takes s_q > 1 as one
 // decode step per query token over the same pages (per_token below: the exact causal semantics, no shared
-// reads); the chunk rungs (prefill, chunk_absorbed) run the chunk whole. Each row of u, lse, scores and
-// kv_rows is one token's own computation: the rule runs per row (a token; a sequence when q_len = 1).
+// reads); the chunk rungs (prefill, chunk_absorbed; the CUDA prefill through RungFns::chunk_f32) run the chunk
+// whole. Each row of u, lse, scores and kv_rows is one token's own computation: the rule runs per row (a token;
+// a sequence when q_len = 1).
 #include <fmt/format.h>
 
 #include "ladder/core/contract.hpp"
@@ -229,16 +230,21 @@ Tensors run_cd(const In& in) {
 
 // A chunk rung on the whole chunk: prefill_chunk (writing the rows: they come back as kv_rows, read from the
 // cache it wrote) or, when the rows are already cached, attend_chunk.
+// A CUDA chunk rung (device, float32 only) runs the same chunk through its ChunkFn.
 template <class T>
-Tensors run_chunk(ChunkPath path, const In& in) {
+Tensors run_chunk(ChunkPath path, const In& in, const ChunkFn& device = {}) {
   const Weights<T> W = in.W.cast<T>();
   PagedCache<T> cache = cast_cache<T>(in.cache);
   const Mat<T> h = in.step.h.cast<T>();
   ChunkOutput<T> o;
   Tensors out;
+  bool on_device = false;
+  if constexpr (std::is_same_v<T, float>) on_device = static_cast<bool>(device);
   if (in.writes_rows) {
     for (size_t b = 0; b < in.q_lens.size(); ++b) cache.seqlens[b] -= in.q_lens[b];  // the prefix
-    o = prefill_chunk(W, cache, Chunk<T>{h, in.q_lens}, path, &in.step.q_pos);
+    if constexpr (std::is_same_v<T, float>)
+      if (on_device) o = device(W, cache, h, in.q_lens, in.step.q_pos, true);
+    if (!on_device) o = prefill_chunk(W, cache, Chunk<T>{h, in.q_lens}, path, &in.step.q_pos);
     const std::vector<int64_t> first = chunk_offsets(in.q_lens);
     Mat<T> rows(first.back(), W.cfg.kv_dim());
     for (size_t b = 0; b < in.q_lens.size(); ++b)
@@ -247,7 +253,9 @@ Tensors run_chunk(ChunkPath path, const In& in) {
                                                 1, W.cfg.kv_dim());
     out["kv_rows"] = to_npy(rows_array(rows));
   } else {
-    o = attend_chunk(W, cache, h, in.q_lens, path, &in.step.q_pos);
+    if constexpr (std::is_same_v<T, float>)
+      if (on_device) o = device(W, cache, h, in.q_lens, in.step.q_pos, false);
+    if (!on_device) o = attend_chunk(W, cache, h, in.q_lens, path, &in.step.q_pos);
   }
   out["u"] = to_npy(Array<T>::from(o.u));
   out["lse"] = to_npy(o.lse);
@@ -267,7 +275,8 @@ Tensors run_at(const Rung& r, const In& in) {
   }();
   require(static_cast<bool>(impl.prepare) && static_cast<bool>(impl.decode),
           "03-mla: rung {} has no {} function (CUDA rungs run in float32 only)", r.key(), dtype_name(dtype_of<T>()));
-  if (const auto path = chunk_rung_path(r.id); path && r.backend == "ref") return run_chunk<T>(*path, in);
+  if (const auto path = chunk_rung_path(r.id); path && (r.backend == "ref" || fns.chunk_f32))
+    return run_chunk<T>(*path, in, fns.chunk_f32);
   const Weights<T> W = in.W.cast<T>();
   const PagedCache<T> cache = per_token(step_cache<T>(in, W), in.q_lens);
   const Output<T> o = run(impl, W, cache, cast_step<T>(in.step));

@@ -75,12 +75,21 @@ void decode_into(const RungImpl<T>& r, const Weights<T>& W, const Prepared<T>& p
     out = r.decode(W, p, step);
 }
 
+// A whole chunk at float32, for a CUDA chunk rung (the contract runs the reference chunk rungs through prefill.hpp
+// itself): h [N, hidden], q_lens [B], q_pos [N]. With write_rows the cache's seqlens are the prefixes and the rung
+// writes the chunk's rows and grows them (prefill_chunk's contract); without, the rows are cached already
+// (attend_chunk's). Returns u [N, hidden] and lse [N, H].
+using ChunkFn = std::function<ChunkOutput<float>(const Weights<float>&, PagedCache<float>&, const Mat<float>& h,
+                                                 const std::vector<int64_t>& q_lens,
+                                                 const std::vector<int64_t>& q_pos, bool write_rows)>;
+
 // What a stage-03 Rung::function holds. f64 is empty for CUDA rungs (kernels run in fp32); variant
-// names the cost formula (Rung::cost is step_cost(variant, shape)).
+// names the cost formula (Rung::cost is step_cost(variant, shape)); chunk_f32: a CUDA chunk rung's whole chunk.
 struct RungFns {
   Variant variant;
   RungImpl<float> f32;
   RungImpl<double> f64;
+  ChunkFn chunk_f32 = {};
 };
 
 template <class T>

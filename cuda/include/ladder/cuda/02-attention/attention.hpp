@@ -27,6 +27,8 @@ void flash(const Problem& p, const float* Q, const float* K, const float* V, flo
 void tiled(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
 void tiled_wide(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
 void tiled_16(const Problem& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+// tiled_16 alone also takes p.dv != d (V [B,H,Nk,d_v], O [B,H,Nq,d_v]; d <= kMaxQKHeadDim = 256, d_v <= 128): MLA's
+// prefill per head, d = nope + rope = 192, d_v = v = 128 (ladder/cuda/03-mla/mla.hpp, prefill). The others refuse it.
 // For tests: while a ForceTiled is alive, tiled() (and so the registered `tiled` rung) runs the kernel
 // with `rows` query rows per tile: kWideBr (tiled_wide) or kBr (tiled_16). Not thread-safe; nests.
 class ForceTiled {

@@ -10,9 +10,13 @@ struct Dims {
   int B = 1, H = 1, Nq = 1, Nk = 1, d = 1;
   float scale = 1.0f;
   bool causal = false;
+  int dv = 0;  // the value head dim d_v (0: = d); V [B,H,Nk,d_v], O [B,H,Nq,d_v]. Only tiled_16 takes d_v != d.
 };
 
 inline constexpr int kMaxHeadDim = 128;  // flash: 4 columns per lane; tiled/backward: smem and registers
+// tiled_16's query/key head dim when d_v != d (MLA's prefill: d = nope + rope = 192, d_v = 128): Q_i, K_j only sit
+// in shared memory (the S loop walks d), so d is bounded by the 48 KiB of a block, d_v by the O registers.
+inline constexpr int kMaxQKHeadDim = 256;
 inline constexpr int kBr = 16;           // query rows per tile (tiled, backward)
 inline constexpr int kBc = 16;           // key rows per tile
 inline constexpr int kTileThreads = 128;  // threads per tiled/backward block

@@ -12,6 +12,7 @@
 // softmax -- and a combine kernel that merges the splits by log-sum-exp.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "ladder/cuda/03-mla/mla_kernels.hpp"
 #include "ladder/03-mla/config.hpp"
@@ -45,6 +46,7 @@ struct Weights {
   const float *W_DQ = nullptr, *q_norm = nullptr, *W_UQ = nullptr, *W_QR = nullptr, *kv_b = nullptr,
               *W_O = nullptr;
   const float *W_absQ = nullptr, *W_absO = nullptr;  // [H * kv_lora, q_lora], [hidden, H * kv_lora]
+  const float *W_DKV = nullptr, *kv_norm = nullptr;   // [kv_lora + rope, hidden], [kv_lora]: prefill's own rows
 };
 
 // One decode step: h [B, hidden]; rope [B, rope] = cos(q_pos w_i) for i < rope/2, then sin(...) (the
@@ -74,6 +76,26 @@ void a_cc_me(const Weights& W, const Step& s, const float* kv, const Out& out);
 void am(const Weights& W, const Step& s, const float* kv, const Out& out);
 void flash_mla(const Weights& W, const Step& s, const float* blocks, int64_t num_blocks, const int32_t* block_table,
                int64_t max_blocks, int64_t split_blocks, const Out& out);
+// MLA's prefill, non-absorbed (ladder/03-mla/prefill.hpp, ChunkPath::Decompressed; FlashMLA's MHA mode): a chunk of
+// q_lens[b] new tokens on a cached prefix of prefix[b] rows per sequence (host vectors, [B]). h [N, hidden] and
+// rope [N, rope] (cos/sin of each token's position) hold the N = sum q_lens tokens sequence after sequence; kv
+// [B, Lmax, kv_lora + rope] is the contiguous compressed cache, rows 0 .. prefix[b] - 1 filled. With write_rows
+// the chunk's rows [RMSNorm(c^KV) | RoPE(k^R)] are formed from h (W_DKV, kv_norm) into kv at rows prefix[b] + i;
+// without, they must be there already (a multi-token decode step's cache). Then per sequence: K = [W_UK c^KV | k^R]
+// [H, L, nope + rope] and V = W_UV c^KV [H, L, v] by the GEMM, causal attention bottom right on stage 02's tiled
+// kernel with d_v != d (cuda::attention::tiled_16), u = W_O o. Out: u [N, hidden], lse [N, H].
+void prefill(const Weights& W, const std::vector<int64_t>& q_lens, const std::vector<int64_t>& prefix, int64_t Lmax,
+             const float* h, const float* rope, float* kv, bool write_rows, float* u, float* lse);
+// For tests: while a PlantMaskOffByOne is alive, prefill's attention takes one key fewer per sequence (Nk = L - 1 with
+// the same K, V), so token i sees keys j <= prefix + i - 1: its own row hidden, a mask off by one the prefill goldens
+// must reject (tests/03-mla/test_mla_cuda_prefill.cpp). Not thread-safe; one at a time.
+class PlantMaskOffByOne {
+ public:
+  PlantMaskOffByOne();
+  ~PlantMaskOffByOne();
+  PlantMaskOffByOne(const PlantMaskOffByOne&) = delete;
+  PlantMaskOffByOne& operator=(const PlantMaskOffByOne&) = delete;
+};
 // AM's absorbed matrices through the same GEMM: W_absQ [H * kv_lora, q_lora], W_absO [hidden, H * kv_lora].
 void absorb_weights(const Weights& W, float* W_absQ, float* W_absO);
 

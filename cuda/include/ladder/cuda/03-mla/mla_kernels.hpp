@@ -142,6 +142,8 @@ void launch_replicate_rows(const float* kv, int64_t row_elems, float* out, int64
 void launch_flash_split(const float* Q, const float* blocks, const int32_t* block_table, int64_t max_blocks,
                         const int64_t* seqlens, int64_t B, int64_t H, int64_t R, int64_t D, int64_t split_blocks,
                         int64_t max_splits, float scale, float* o_parts, float* lse_parts);
+// out [B, A, d] = in [A, B, d] with the first two axes swapped (mla_prefill.cu: token-major <-> head-major).
+void launch_swap_axes01(const float* in, int64_t A, int64_t B, int64_t d, float* out);
 void launch_flash_combine(const float* o_parts, const float* lse_parts, const int64_t* seqlens, int64_t B,
                           int64_t H, int64_t R, int64_t split_blocks, float* o_lat, float* lse);
 }  // namespace detail
