@@ -6,6 +6,10 @@
 
 namespace ladder {
 
+namespace softmax {
+Array<double> fp64_allowance(const Array<double>& x);  // fp64_bound.cpp: the derivation
+}  // namespace softmax
+
 // The stage's case contract, named by its id (its Stage record and the fuzz targets' list use it).
 namespace stage_records {
 
@@ -32,7 +36,8 @@ Contract contract_01_softmax() {
   c.outputs[0].device_rel = device_math::softmax_rel(device_math::cuda_expf_ulps);
   c.oracle_doc = "safe softmax (notes Alg. 2) in float64 of the float32 input";
   c.baseline_doc = "safe softmax in float32 in a fixed order (fixed-bits exps, d summed pairwise: "
-                   "core/fixed_order.hpp; a float64 candidate: that error x 2^-29, k + 1)";
+                   "core/fixed_order.hpp); a float64 candidate: the oracle's error bound + its own, derived per "
+                   "element (ref/src/01-softmax/fp64_bound.cpp)";
   auto input = [](const Tensors& in) {
     const Array<float> x = from_npy<float>(tensor(in, "x", "01-softmax"), "input x");
     require(!x.shape.empty() && x.cols() >= 1 && x.rows() >= 1,
@@ -41,6 +46,9 @@ Contract contract_01_softmax() {
   };
   c.oracle = [input](const Tensors& in, const nlohmann::json&) {
     return Tensors{{"y", to_npy(softmax::apply(&softmax::safe_rows<double>, input(in).cast<double>()))}};
+  };
+  c.fp64_bound = [input](const Tensors& in, const nlohmann::json&, const Tensors&) {
+    return Tensors{{"y", to_npy(softmax::fp64_allowance(input(in).cast<double>()))}};
   };
   c.baseline = [input](const Tensors& in, const nlohmann::json&, DType prec) {
     const Array<float> x = input(in);

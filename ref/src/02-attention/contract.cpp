@@ -6,6 +6,13 @@
 #include <type_traits>
 
 namespace ladder {
+
+namespace attention {
+// fp64_bound.cpp: a float64 candidate's allowance per element, and its derivation.
+Tensors fp64_allowance(const Problem& p, const Array<double>& Q, const Array<double>& K, const Array<double>& V,
+                       const Array<double>* dO);
+}  // namespace attention
+
 namespace {
 
 using namespace attention;
@@ -146,11 +153,16 @@ Contract contract_02_attention() {
                  "(GQA / MQA, d_v != d, windows, seqlens) is the oracle's; the flash, tiled, recompute and CUDA rungs "
                  "compute H_kv = H_q, d_v = d, no window, no seqlens only, and refuse the rest by name";
   c.baseline_doc = "naive forward and backward_naive in float32 in a fixed order (core/fixed_order.hpp; D = rowsum(dO o "
-                   "O) as FA2 computes it; a float64 candidate: that error x 2^-29, k + 1)";
+                   "O) as FA2 computes it); a float64 candidate: the oracle's error bound + its own, derived per element "
+                   "(ref/src/02-attention/fp64_bound.cpp)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_naive<double>(inputs(t, params)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);
     return prec == DType::F4 ? run_naive<float>(in) : run_naive<double>(in);
+  };
+  c.fp64_bound = [](const Tensors& t, const nlohmann::json& params, const Tensors&) {
+    const In in = inputs(t, params);
+    return attention::fp64_allowance(in.p, in.Q, in.K, in.V, in.has_dO ? &in.dO : nullptr);
   };
   for (const char* name : {"Q", "K", "V", "dO"})  // a float64 caller's own data at precision float64
     for (TensorSpec& s : c.inputs)

@@ -22,6 +22,13 @@
 #include "ladder/03-mla/mla.hpp"
 
 namespace ladder {
+
+namespace mla {
+// fp64_bound.cpp: a float64 candidate's allowance per element, and its derivation (scores: the oracle's).
+Tensors fp64_allowance(const Weights<float>& W, const PagedCache<float>& cache, const Step<float>& step,
+                       const std::vector<int64_t>& q_lens, bool writes_rows, const Array<double>& scores);
+}  // namespace mla
+
 namespace {
 
 using namespace mla;
@@ -333,11 +340,17 @@ Contract contract_03_mla() {
   // Every output per row: each row is an independent decode step of one token (core/compare.hpp).
   for (OutputSpec& o : c.outputs) o.slice_axes = 1;
   c.oracle_doc = "CD (decompress every head, then attention) at float64 of the float32 inputs; lse from its scores";
-  c.baseline_doc = "CD in float32 in a fixed order (core/fixed_order.hpp; a float64 candidate: that error x 2^-29, k + 1)";
+  c.baseline_doc = "CD in float32 in a fixed order (core/fixed_order.hpp); a float64 candidate: the oracle's error "
+                   "bound + its own, derived per element (ref/src/03-mla/fp64_bound.cpp)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_cd<double>(inputs(t, params)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);
     return prec == DType::F4 ? run_cd<float>(in) : run_cd<double>(in);
+  };
+  c.fp64_bound = [](const Tensors& t, const nlohmann::json& params, const Tensors& expected) {
+    const In in = inputs(t, params);
+    const Array<double> s = npy_as_double(expected.count("scores") ? expected.at("scores") : run_cd<double>(in).at("scores"));
+    return fp64_allowance(in.W, in.cache, in.step, in.q_lens, in.writes_rows, s);
   };
   c.run_rung = [](const Rung& r, const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);
