@@ -14,6 +14,8 @@
 //   are judged apart, each with its own err_baseline and max|oracle| -- a head whose true values are
 //   1e-9 is checked at 1e-9, not at the 1e-6 x max|O| of the whole tensor (zeroing it fails).
 // The tolerance is never tuned per tensor: k, floor_ulps and the baseline are fixed per stage.
+// A float64 candidate is judged instead by Tolerance::bound, per element: the oracle's error bound plus
+// the candidate's, derived from u = 2^-53 and the magnitudes of the element's terms (core/fp64_bound.hpp).
 // The report names the max abs and rel error with their index, NMSE, cosine difference and the
 // share of elements within tolerance. Integer outputs are compared exactly (compare_exact).
 //
