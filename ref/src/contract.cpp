@@ -389,6 +389,8 @@ std::string describe(const Contract& c) {
   }
   s += fmt::format("oracle: {}\n", c.oracle_doc);
   if (!c.baseline_doc.empty()) s += fmt::format("baseline: {}\n", c.baseline_doc);
+  if (c.fp64_bound) s += "a float64 candidate: within the oracle's error bound + its own, derived per element (no baseline; "
+                         "core/fp64_bound.hpp)\n";
   if (!c.extra_rules_doc.empty()) s += fmt::format("other rules (--rule): {}\n", c.extra_rules_doc);
   return s;
 }

@@ -153,8 +153,7 @@ Contract contract_02_attention() {
                  "(GQA / MQA, d_v != d, windows, seqlens) is the oracle's; the flash, tiled, recompute and CUDA rungs "
                  "compute H_kv = H_q, d_v = d, no window, no seqlens only, and refuse the rest by name";
   c.baseline_doc = "naive forward and backward_naive in float32 in a fixed order (core/fixed_order.hpp; D = rowsum(dO o "
-                   "O) as FA2 computes it); a float64 candidate: the oracle's error bound + its own, derived per element "
-                   "(ref/src/02-attention/fp64_bound.cpp)";
+                   "O) as FA2 computes it; a float64 candidate: that error x 2^-29, k + 1)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_naive<double>(inputs(t, params)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);

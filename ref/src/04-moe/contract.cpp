@@ -281,8 +281,7 @@ Contract contract_04_moe() {
     if (o.rule != Rule::exact) o.slice_axes = 1;
   c.oracle_doc = "gate<double>, stable counting sort, dense_loop<double> (per token, per selected expert) on the float32 inputs";
   c.baseline_doc = "gate + dense_loop in float32 in a fixed order (core/fixed_order.hpp; the oracle's experts where a "
-                   "near-tie routes differently); a float64 candidate: the oracle's error bound + its own, derived per "
-                   "element (ref/src/04-moe/fp64_bound.cpp)";
+                   "near-tie routes differently)";
   c.oracle = oracle;
   c.baseline = baseline;
   c.fp64_bound = [](const Tensors& in, const nlohmann::json& p, const Tensors& expected) {

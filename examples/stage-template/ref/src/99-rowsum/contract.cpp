@@ -34,7 +34,7 @@ Contract contract_99_rowsum() {
   c.oracle_doc = "pairwise sum in float64 of the float32 input";
   // The baseline sets the tolerance (k x its error): here the plain loop, so both rungs pass and a
   // candidate must be as accurate as one accumulator summing left to right.
-  c.baseline_doc = "sequential sum in float32 (a float64 candidate: its derived bound, fp64_bound below)";
+  c.baseline_doc = "sequential sum in float32 (a float64 candidate: that error x 2^-29, k + 1)";
   auto input = [](const Tensors& in) {
     const Array<float> x = from_npy<float>(tensor(in, "x", "99-rowsum"), "input x");
     require(x.shape.size() == 2 && x.rows() >= 1 && x.cols() >= 1,
