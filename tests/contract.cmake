@@ -14,3 +14,6 @@ ladder_add_test(test_formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_formats.cp
 # Quantisers (ladder/core/quant.hpp): every granularity within the derived per-element bound; transposed or
 # neighbouring scales fail it; zero tiles; the same bits for any thread count; SmoothQuant's smoothing.
 ladder_add_test(test_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.cpp LIBS ladder_ref)
+# A float64 candidate by its derived bound (core/fp64_bound.hpp): every float64 rung passes on every golden of
+# 01-04, a float32 answer as <f8 fails, a 1e-12 error fails where the bound is tighter (the rest is printed).
+ladder_add_test(test_fp64_bound SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_fp64_bound.cpp LIBS ladder_cuda ladder_core)

@@ -103,8 +103,8 @@ def oracle_cli_cases(tmp, case, eplb, good):
     expect("check 02-attention O passes", ["check", "02-attention", j(tmp, "o3"), j(tmp, "O32.npy"), "--output", "O"],
            0, "PASS")
     # A float64 candidate that sums in another order (numpy's own attention) is a right answer: it must pass
-    # (the fp64 naive rung is the oracle itself, so the rule scales the float32 baseline's error, k + 1);
-    # the same candidate with one element off by 1e-9 is wrong and must fail.
+    # (within the oracle's derived error bound + its own, core/fp64_bound.hpp); the same candidate with one
+    # element off by 1e-9 is wrong and must fail, and so does the float32 answer written as float64.
     q, kk, v = (np.load(j(att, n + ".npy")).astype(np.float64) for n in ("Q", "K", "V"))
     s = np.einsum("bhqd,bhkd->bhqk", q, kk) / np.sqrt(q.shape[-1])
     p = np.exp(s - s.max(-1, keepdims=True))
@@ -112,6 +112,9 @@ def oracle_cli_cases(tmp, case, eplb, good):
     np.save(j(tmp, "O64.npy"), o64)
     expect("check 02-attention: numpy float64 O passes", ["check", "02-attention", j(tmp, "o3"), j(tmp, "O64.npy"),
            "--output", "O"], 0, "PASS")
+    np.save(j(tmp, "O32as64.npy"), o.astype(np.float32).astype(np.float64))
+    expect("check 02-attention: a float32 O written as float64 fails", ["check", "02-attention", j(tmp, "o3"),
+           j(tmp, "O32as64.npy"), "--output", "O"], 1, "derived float64 bound")
     o64[0, 1, 2, 3] += 1e-9
     np.save(j(tmp, "O64bad.npy"), o64)
     expect("check 02-attention: float64 O off by 1e-9 fails", ["check", "02-attention", j(tmp, "o3"),

@@ -77,6 +77,8 @@ Tolerance Contract::tolerance(const std::string& name, DType candidate) const {
   require(candidate == DType::F4 || candidate == DType::F8,
           "{}: candidate dtype {} violates dtype in {{<f4, <f8}} for output {}", stage, dtype_name(candidate), name);
   const bool f64 = candidate == DType::F8;
+  // k + 1 for a float64 candidate: the fp64_baseline heuristic's (a stage without fp64_bound; stage tests
+  // comparing two float64 rungs); with a derived bound k is not used.
   Tolerance t{f64 ? spec.k + 1 : spec.k, spec.floor_ulps, f64 ? 0x1p-52 : 0x1p-23};
   t.slice_axes = spec.slice_axes;
   // The sliced axes' names from the symbolic shape ("[B, H, Nq, d]" -> "B, H").
@@ -91,15 +93,6 @@ Tolerance Contract::tolerance(const std::string& name, DType candidate) const {
     pos = static_cast<int>(comma) + 1;
   }
   return t;
-}
-
-Array<double> fp64_baseline(const Array<double>& oracle, Array<double> b) {
-  require(b.shape == oracle.shape, "fp64_baseline: baseline shape {} where the oracle's is {}", shape_str(b.shape),
-          shape_str(oracle.shape));
-  for (int64_t i = 0; i < b.size(); ++i)
-    if (std::isfinite(oracle.data[i]) && std::isfinite(b.data[i]))
-      b.data[i] = oracle.data[i] + (b.data[i] - oracle.data[i]) * 0x1p-29;
-  return b;
 }
 
 const NpyData& tensor(const Tensors& t, const std::string& name, const std::string& what) {
@@ -305,20 +298,30 @@ CheckReport check_one(const Contract& c, const Tensors& inputs, const nlohmann::
     r.text = e.text();
     return r;
   }
-  require(static_cast<bool>(c.baseline), "{}: the contract has no baseline for float output {}", c.stage, output);
-  // The baseline is always the float32 rung, as it is for a float32 candidate; a float64 candidate is
-  // judged against that error scaled to double precision, with k + 1 (fp64_baseline says why).
-  const bool f64 = candidate.dtype == DType::F8;
-  const Tensors base = c.baseline(inputs, params, DType::F4);
+  // A float32 candidate: k x the float32 baseline's error. A float64 candidate: its derived bound, the
+  // oracle's error + its own (Contract::fp64_bound, core/fp64_bound.hpp); a stage without one: the old
+  // heuristic (fp64_baseline), which the report names.
+  const bool f64 = candidate.dtype == DType::F8, derived = f64 && static_cast<bool>(c.fp64_bound);
   const Array<double> o = npy_as_double(exp), cand = npy_as_double(candidate);
-  Array<double> b = npy_as_double(tensor(base, output, c.stage + " baseline"));
-  require(b.shape == o.shape, "{}: baseline of output {} has shape {} where the oracle's is {}", c.stage, output,
-          shape_str(b.shape), shape_str(o.shape));
-  if (f64) b = fp64_baseline(o, std::move(b));
   Tolerance tol = c.tolerance(output, candidate.dtype);
   tol.ftz = ftz.value_or(device);
   if (device) tol.device_rel = spec.device_rel;
-  if (!spec.judged_with.empty()) group_tolerance(c, spec, expected, base, f64, tol);
+  Array<double> b = o;
+  if (derived) {
+    const Array<double> bound = npy_as_double(tensor(c.fp64_bound(inputs, params, expected), output,
+                                                     c.stage + " fp64_bound"));
+    require(bound.shape == o.shape, "{}: fp64_bound of output {} has shape {} where the oracle's is {}", c.stage,
+            output, shape_str(bound.shape), shape_str(o.shape));
+    tol.bound = bound.data;
+  } else {
+    require(static_cast<bool>(c.baseline), "{}: the contract has no baseline for float output {}", c.stage, output);
+    const Tensors base = c.baseline(inputs, params, DType::F4);
+    b = npy_as_double(tensor(base, output, c.stage + " baseline"));
+    require(b.shape == o.shape, "{}: baseline of output {} has shape {} where the oracle's is {}", c.stage, output,
+            shape_str(b.shape), shape_str(o.shape));
+    if (f64) b = fp64_baseline(o, std::move(b));
+    if (!spec.judged_with.empty()) group_tolerance(c, spec, expected, base, f64, tol);
+  }
   CompareReport cr;
   if (spec.rule == Rule::elementwise) {
     const Array<double>* mask = nullptr;
@@ -334,6 +337,7 @@ CheckReport check_one(const Contract& c, const Tensors& inputs, const nlohmann::
                {"cos_diff", cr.cos_diff},       {"pct_within", cr.pct_within},   {"baseline_err", cr.baseline_err},
                {"tol", cr.tol},                 {"floor", cr.floor}};
   r.text = cr.text();
+  if (f64 && !derived) r.text += "\n  float64 candidate: the float32 baseline's error x 2^-29, k + 1 (no fp64_bound declared)";
   if (device)
     r.text += fmt::format("\n  device candidate: FTZ {}; device math allowance {}", tol.ftz ? "on" : "off (--no-ftz)",
                           spec.device_rel > 0 ? fmt::format("{:.3e} relative (core/device_math.hpp)", spec.device_rel)
@@ -385,6 +389,8 @@ std::string describe(const Contract& c) {
   }
   s += fmt::format("oracle: {}\n", c.oracle_doc);
   if (!c.baseline_doc.empty()) s += fmt::format("baseline: {}\n", c.baseline_doc);
+  if (c.fp64_bound) s += "a float64 candidate: within the oracle's error bound + its own, derived per element (no baseline; "
+                         "core/fp64_bound.hpp)\n";
   if (!c.extra_rules_doc.empty()) s += fmt::format("other rules (--rule): {}\n", c.extra_rules_doc);
   return s;
 }

@@ -6,6 +6,10 @@
 
 namespace ladder {
 
+namespace softmax {
+Array<double> fp64_allowance(const Array<double>& x);  // fp64_bound.cpp: the derivation
+}  // namespace softmax
+
 // The stage's case contract, named by its id (its Stage record and the fuzz targets' list use it).
 namespace stage_records {
 
@@ -41,6 +45,9 @@ Contract contract_01_softmax() {
   };
   c.oracle = [input](const Tensors& in, const nlohmann::json&) {
     return Tensors{{"y", to_npy(softmax::apply(&softmax::safe_rows<double>, input(in).cast<double>()))}};
+  };
+  c.fp64_bound = [input](const Tensors& in, const nlohmann::json&, const Tensors&) {
+    return Tensors{{"y", to_npy(softmax::fp64_allowance(input(in).cast<double>()))}};
   };
   c.baseline = [input](const Tensors& in, const nlohmann::json&, DType prec) {
     const Array<float> x = input(in);

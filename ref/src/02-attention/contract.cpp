@@ -6,6 +6,13 @@
 #include <type_traits>
 
 namespace ladder {
+
+namespace attention {
+// fp64_bound.cpp: a float64 candidate's allowance per element, and its derivation.
+Tensors fp64_allowance(const Problem& p, const Array<double>& Q, const Array<double>& K, const Array<double>& V,
+                       const Array<double>* dO);
+}  // namespace attention
+
 namespace {
 
 using namespace attention;
@@ -151,6 +158,10 @@ Contract contract_02_attention() {
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);
     return prec == DType::F4 ? run_naive<float>(in) : run_naive<double>(in);
+  };
+  c.fp64_bound = [](const Tensors& t, const nlohmann::json& params, const Tensors&) {
+    const In in = inputs(t, params);
+    return attention::fp64_allowance(in.p, in.Q, in.K, in.V, in.has_dO ? &in.dO : nullptr);
   };
   for (const char* name : {"Q", "K", "V", "dO"})  // a float64 caller's own data at precision float64
     for (TensorSpec& s : c.inputs)

@@ -23,6 +23,13 @@
 #include "ladder/03-mla/mla.hpp"
 
 namespace ladder {
+
+namespace mla {
+// fp64_bound.cpp: a float64 candidate's allowance per element, and its derivation (scores: the oracle's).
+Tensors fp64_allowance(const Weights<float>& W, const PagedCache<float>& cache, const Step<float>& step,
+                       const std::vector<int64_t>& q_lens, bool writes_rows, const Array<double>& scores);
+}  // namespace mla
+
 namespace {
 
 using namespace mla;
@@ -347,6 +354,11 @@ Contract contract_03_mla() {
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);
     return prec == DType::F4 ? run_cd<float>(in) : run_cd<double>(in);
+  };
+  c.fp64_bound = [](const Tensors& t, const nlohmann::json& params, const Tensors& expected) {
+    const In in = inputs(t, params);
+    const Array<double> s = npy_as_double(expected.count("scores") ? expected.at("scores") : run_cd<double>(in).at("scores"));
+    return fp64_allowance(in.W, in.cache, in.step, in.q_lens, in.writes_rows, s);
   };
   c.run_rung = [](const Rung& r, const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);

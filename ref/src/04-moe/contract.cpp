@@ -41,6 +41,12 @@ GoldenOutputs golden_outputs(const GoldenCase& g) {
 }
 }  // namespace moe
 
+namespace moe {
+// fp64_bound.cpp: a float64 candidate's allowance per element (y, topk_weight), and its derivation.
+Tensors fp64_allowance(const Weights<double>& w, const Mat<double>& x, const Array<int64_t>& topk_idx,
+                       const std::vector<int64_t>& kept);
+}  // namespace moe
+
 namespace {
 
 using moe::Index;
@@ -170,7 +176,7 @@ Tensors baseline_at(const moe::GoldenCase& g) {
   return Tensors{{"y", to_npy(Array<T>::from(y))}, {"topk_weight", to_npy(r.topk_weight)}};
 }
 
-// check() always asks for float32 (a float64 candidate is judged with this error x 2^-29 and k + 1).
+// check() always asks for float32 (a float64 candidate is judged by its derived bound, fp64_bound.cpp).
 Tensors baseline(const Tensors& in, const nlohmann::json& p, DType) { return baseline_at<float>(layer_of(in, p)); }
 
 // A registered rung on the case's inputs (Python's ladder.run). The gate rung returns the routing; a
@@ -278,6 +284,12 @@ Contract contract_04_moe() {
                    "near-tie routes differently)";
   c.oracle = oracle;
   c.baseline = baseline;
+  c.fp64_bound = [](const Tensors& in, const nlohmann::json& p, const Tensors& expected) {
+    const moe::GoldenCase g = layer_of(in, p);
+    const Tensors o = expected.count("topk_idx") && (!g.dropping || expected.count("kept")) ? expected : oracle(in, p);
+    const std::vector<int64_t> kept = g.dropping ? npy_as_int64(o.at("kept"), "kept").data : std::vector<int64_t>{};
+    return moe::fp64_allowance(g.weights, g.x, npy_as_int64(o.at("topk_idx"), "topk_idx"), kept);
+  };
   c.run_rung = run_rung_04;
   return c;
 }

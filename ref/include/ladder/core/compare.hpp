@@ -14,6 +14,8 @@
 //   are judged apart, each with its own err_baseline and max|oracle| -- a head whose true values are
 //   1e-9 is checked at 1e-9, not at the 1e-6 x max|O| of the whole tensor (zeroing it fails).
 // The tolerance is never tuned per tensor: k, floor_ulps and the baseline are fixed per stage.
+// A float64 candidate is judged instead by Tolerance::bound, per element: the oracle's error bound plus
+// the candidate's, derived from u = 2^-53 and the magnitudes of the element's terms (core/fp64_bound.hpp).
 // The report names the max abs and rel error with their index, NMSE, cosine difference and the
 // share of elements within tolerance. Integer outputs are compared exactly (compare_exact).
 //
@@ -60,6 +62,10 @@ struct Tolerance {
   // baseline error, which replace this output's own where larger. An output that is exactly zero where
   // its group is not (dQ and dK of a one-key attention, beside dV) is then judged at the group's scale.
   std::vector<double> group_scale = {}, group_berr = {};
+  // A float64 candidate's derived allowance per element (Contract::fp64_bound, core/fp64_bound.hpp: the
+  // oracle's error bound plus the candidate's). Non-empty: it is the tolerance of each element, replacing
+  // k x baseline + floor (the report still names the slice of the worst element).
+  std::vector<double> bound = {};
 };
 
 // "[i, j, k]" for flat index `flat` of a C-order array of shape s ("[-]" for none).
@@ -85,6 +91,7 @@ struct CompareReport {
   double baseline_err = 0, floor = 0, tol = 0;  // per-slice rule: those of the worst element's slice
   std::string slice;                              // per-slice rule: the worst element's slice, "[0, 3] (B, H)"
   bool ftz = false;                               // judged with flush-to-zero (Tolerance::ftz)
+  bool derived = false;                           // judged by Tolerance::bound (a float64 candidate)
 
   std::string text() const {
     std::string s = pass ? "PASS (" + rule + " rule)" : "FAIL (" + rule + " rule): " + failure;
@@ -94,7 +101,11 @@ struct CompareReport {
         "{:.2f}% of {} elements within tolerance\n",
         max_abs_err, index_str(shape, max_abs_index), max_rel_err, index_str(shape, max_rel_index), nmse, cos_diff,
         pct_within, n);
-    if (rule == "elementwise")
+    if (derived)
+      s += fmt::format("  tolerance per element = the derived float64 bound (the oracle's error + the candidate's, "
+                       "core/fp64_bound.hpp); at the worst element {:.3e}{}",
+                       tol, slice.empty() ? std::string() : ", slice " + slice);
+    else if (rule == "elementwise")
       s += fmt::format("  tolerance per element = (k * baseline rel err at its magnitude + floor) * |oracle|; at the "
                        "worst element {:.3e} (baseline rel err {:.3e}, floor {:.3e})",
                        tol, baseline_err, floor);
@@ -185,6 +196,11 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
     s_tol[k] = tol.k * s_berr[k] + s_floor[k];
   }
   auto slice_of = [&](int64_t i) { return per > 0 ? static_cast<size_t>(i / per) : size_t{0}; };
+  require(tol.bound.empty() || static_cast<int64_t>(tol.bound.size()) == r.n,
+          "compare: {} derived bounds for {} elements", tol.bound.size(), r.n);
+  r.derived = !tol.bound.empty();
+  // The tolerance of element i: its slice's, or its derived bound (Tolerance::bound).
+  auto tol_at = [&](int64_t i) { return r.derived ? tol.bound[static_cast<size_t>(i)] : s_tol[slice_of(i)]; };
   r.ftz = tol.ftz;
   const double tiny = detail::smallest_normal(tol);
   // Reported: the slice of the worst element (largest error over its slice's tolerance).
@@ -211,9 +227,10 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
       const double rel = e / std::abs(o);
       if (rel > r.max_rel_err || r.max_rel_index < 0) r.max_rel_err = rel, r.max_rel_index = i;
     }
-    const double ratio = s_tol[sl] > 0 ? e / s_tol[sl] : (e > 0 ? HUGE_VAL : 0.0);
+    const double t = tol_at(i);
+    const double ratio = t > 0 ? e / t : (e > 0 ? HUGE_VAL : 0.0);
     if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
-    if (e <= s_tol[sl]) ++within;
+    if (e <= t) ++within;
     num += e * e;
     den += o * o;
     dot += c * o;
@@ -226,6 +243,7 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
   if (worst >= 0 && slices > 0) {
     const size_t sl = slice_of(worst);
     r.baseline_err = s_berr[sl], r.floor = s_floor[sl], r.tol = s_tol[sl];
+    if (r.derived) r.baseline_err = 0, r.floor = 0, r.tol = tol_at(worst);
   }
   if (sa > 0 && worst >= 0) {
     Shape lead(oracle.shape.begin(), oracle.shape.begin() + sa);
@@ -237,7 +255,11 @@ CompareReport compare(const Array<double>& oracle, const Array<C>& cand, const A
                        oracle.data[first_special]));
   } else if (worst_ratio > 1) {
     const double e = std::abs(static_cast<double>(cand.data[worst]) - oracle.data[worst]);
-    if (sa > 0)
+    if (r.derived)
+      r.fail(fmt::format("abs err {:.3e} at {} exceeds its derived float64 bound {:.3e} (the oracle's error + the "
+                         "candidate's){}", e, index_str(r.shape, worst), r.tol,
+                         sa > 0 ? " in slice " + r.slice : std::string()));
+    else if (sa > 0)
       r.fail(fmt::format("abs err {:.3e} at {} exceeds its slice's tolerance {:.3e} (slice {}: k * its baseline err "
                          "{:.3e} + floor {:.3e})",
                          e, index_str(r.shape, worst), r.tol, r.slice, r.baseline_err, r.floor));

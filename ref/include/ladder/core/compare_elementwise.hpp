@@ -78,6 +78,14 @@ inline CompareReport compare_elementwise(const Array<double>& oracle, const Arra
   constexpr double kSumRun = 1024;
   const double sum_ulps = probability ? std::sqrt(std::min(static_cast<double>(oracle.cols()), kSumRun)) : 0.0;
   r.floor = (tol.floor_ulps + sum_ulps) * tol.eps + tol.device_rel;
+  // A float64 candidate (Tolerance::bound): each element within its derived bound, no baseline or floor.
+  require(tol.bound.empty() || static_cast<int64_t>(tol.bound.size()) == r.n,
+          "compare_elementwise: {} derived bounds for {} elements", tol.bound.size(), r.n);
+  r.derived = !tol.bound.empty();
+  if (r.derived) r.floor = 0;
+  auto allowed_at = [&](int64_t i, double s) {
+    return r.derived ? tol.bound[static_cast<size_t>(i)] / s : tol.k * B[bin(s)] + r.floor;
+  };
 
   double num = 0, den = 0, dot = 0, cc = 0, worst = -1;
   int64_t within = 0, first_special = -1, first_bad = -1;
@@ -93,10 +101,11 @@ inline CompareReport compare_elementwise(const Array<double>& oracle, const Arra
       continue;
     }
     const double s = scale(o), e = std::abs(c - o), rel = e / s;
-    const double allowed = tol.k * B[bin(s)] + r.floor;
+    const double allowed = allowed_at(i, s);
     if (e > r.max_abs_err || r.max_abs_index < 0) r.max_abs_err = e, r.max_abs_index = i;
     if (rel > r.max_rel_err || r.max_rel_index < 0) r.max_rel_err = rel, r.max_rel_index = i;
-    if (rel / allowed > worst) worst = rel / allowed, r.tol = allowed * s, r.baseline_err = B[bin(s)];
+    const double ratio = allowed > 0 ? rel / allowed : (rel > 0 ? HUGE_VAL : 0.0);
+    if (ratio > worst) worst = ratio, r.tol = allowed * s, r.baseline_err = r.derived ? 0 : B[bin(s)];
     if (rel <= allowed)
       ++within;
     else if (first_bad < 0)
@@ -111,10 +120,17 @@ inline CompareReport compare_elementwise(const Array<double>& oracle, const Arra
                        index_str(r.shape, first_special), cand.data[first_special], oracle.data[first_special]));
   if (first_bad >= 0) {
     const double o = oracle.data[first_bad], s = scale(o);
-    r.fail(fmt::format("element {} is {:.9g} where the oracle has {:.9g}: rel err {:.3e} exceeds {:.3e} "
-                       "(k * baseline rel err {:.3e} at this magnitude + floor {:.3e}); {} elements fail",
-                       index_str(r.shape, first_bad), cand.data[first_bad], o, std::abs(cand.data[first_bad] - o) / s,
-                       tol.k * B[bin(s)] + r.floor, B[bin(s)], r.floor, r.n - within - (first_special >= 0)));
+    const double rel = std::abs(cand.data[first_bad] - o) / s;
+    if (r.derived)
+      r.fail(fmt::format("element {} is {:.17g} where the oracle has {:.17g}: rel err {:.3e} exceeds its derived "
+                         "float64 bound {:.3e} (the oracle's error + the candidate's); {} elements fail",
+                         index_str(r.shape, first_bad), cand.data[first_bad], o, rel, allowed_at(first_bad, s),
+                         r.n - within - (first_special >= 0)));
+    else
+      r.fail(fmt::format("element {} is {:.9g} where the oracle has {:.9g}: rel err {:.3e} exceeds {:.3e} "
+                         "(k * baseline rel err {:.3e} at this magnitude + floor {:.3e}); {} elements fail",
+                         index_str(r.shape, first_bad), cand.data[first_bad], o, rel, allowed_at(first_bad, s),
+                         B[bin(s)], r.floor, r.n - within - (first_special >= 0)));
   }
   if (probability) {
     int64_t neg = -1, nneg = 0, masked = -1, nmasked = 0;
@@ -132,18 +148,32 @@ inline CompareReport compare_elementwise(const Array<double>& oracle, const Arra
       r.fail(fmt::format("{:.9g} at {} where the input is -inf (exactly 0 required; {} such entries)",
                          cand.data[masked], index_str(r.shape, masked), nmasked));
     const int64_t rows = oracle.rows(), cols = oracle.cols();
-    std::vector<double> so(rows, 0), sc(rows, 0), sb(rows, 0);
+    std::vector<double> so(rows, 0), sc(rows, 0), sb(rows, 0), sd(rows, 0);
     double eb = 0;
     for (int64_t row = 0; row < rows; ++row) {
+      double mag = 0;
       for (int64_t j = 0; j < cols; ++j) {
         const int64_t i = row * cols + j;
         so[row] += oracle.data[i], sc[row] += cand.data[i], sb[row] += baseline.data[i];
+        if (r.derived) sd[row] += tol.bound[static_cast<size_t>(i)], mag += std::abs(oracle.data[i]) + std::abs(cand.data[i]);
       }
       if (std::isfinite(sb[row]) && std::isfinite(so[row])) eb = std::max(eb, std::abs(sb[row] - so[row]));
+      // derived: |sum c - sum o| <= sum_i bound_i, plus the rounding of these two sums of `cols` terms
+      // (gamma_{cols - 1} sum |terms| each, core/fp64_bound.hpp), taken relative to the row sum below.
+      const double g = (cols - 1) * 0x1p-53 / (1 - (cols - 1) * 0x1p-53);
+      if (r.derived) sd[row] = (sd[row] + g * mag) / std::max(1.0, std::abs(so[row]));
     }
     const double sum_tol = tol.k * eb + r.floor;
     for (int64_t row = 0; row < rows; ++row)
-      if (!std::isnan(so[row]) && !(std::abs(sc[row] - so[row]) <= sum_tol * std::max(1.0, std::abs(so[row])))) {
+      if (!std::isnan(so[row]) &&
+          !(std::abs(sc[row] - so[row]) <= (r.derived ? sd[row] : sum_tol) * std::max(1.0, std::abs(so[row])))) {
+        if (r.derived) {
+          r.fail(fmt::format("row {} sums to {:.17g} where the oracle's row sums to {:.17g} (|diff| {:.3e} exceeds the "
+                             "sum of its elements' derived float64 bounds {:.3e})",
+                             index_str(Shape(oracle.shape.begin(), oracle.shape.end() - 1), row), sc[row], so[row],
+                             std::abs(sc[row] - so[row]), sd[row] * std::max(1.0, std::abs(so[row]))));
+          break;
+        }
         r.fail(fmt::format("row {} sums to {:.12g} where the oracle's row sums to {:.12g} (|diff| {:.3e} exceeds "
                            "k * baseline's worst row-sum err {:.3e} + floor {:.3e})",
                            index_str(Shape(oracle.shape.begin(), oracle.shape.end() - 1), row), sc[row], so[row],

@@ -13,8 +13,9 @@
 //       Rule::bound        outputs of a declared low-precision recipe (07's quantised GEMMs): each
 //                          element within a bound DERIVED from the recipe (OutputSpec::bound), no baseline;
 //   * the fp64 oracle (inputs, params) -> outputs, and the float32 baseline rung (inputs, params, F4)
-//     -> float outputs, which sets the tolerance (k x its error); a float64 candidate is judged with
-//     that error scaled by eps64 / eps32 and k + 1 (check() in ref/src/contract.cpp says why);
+//     -> float outputs, which sets the tolerance (k x its error) of a float32 candidate;
+//   * fp64_bound: the allowance a float64 candidate is judged by, per element, derived from unit
+//     roundoffs and the magnitudes of each output's terms (core/fp64_bound.hpp), no baseline;
 //   * optional extra rules a user may ask for by name (a placement's "valid").
 //
 // How a stage declares its contract (the whole of it for a one-input, one-output stage):
@@ -145,15 +146,20 @@ struct Contract {
   const OutputSpec& output(const std::string& name) const;  // throws Error naming the known outputs
   // The tolerance rule's parameters for output `name` and a candidate of dtype `candidate` (<f4 or
   // <f8), from the output's spec: the one source that check(), the tests, the lab judge and the CLI
-  // use. A float64 candidate gets k + 1 and eps = 2^-52 (see fp64_baseline).
+  // use. A float64 candidate gets eps = 2^-52 and k + 1 (fp64_baseline's; a derived bound, fp64_bound, uses neither).
   Tolerance tolerance(const std::string& name, DType candidate) const;
+  // A float64 candidate's allowance (core/fp64_bound.hpp): for every float output the tolerance rule
+  // judges, an <f8 array of the output's shape, element i = E_oracle,i + E_cand,i, the bounds on the
+  // oracle's and a float64 candidate's errors against the exact result (|cand - oracle| <= their sum).
+  // Every stage with such outputs declares it (tests/test_fp64_bound.cpp); its derivation is in the
+  // stage's fp64_bound.cpp.
+  std::function<Tensors(const Tensors& inputs, const nlohmann::json& params, const Tensors& expected)> fp64_bound;
 };
 
-// The baseline error a float64 candidate is judged with. The fp64 naive rung IS the oracle, so its own
-// "error" is 0 and a correct fp64 kernel that sums in another order would fail on the floor alone:
-// the float32 baseline's error is scaled to double precision (x eps64 / eps32 = 2^-29) -- element by
-// element, where both are finite -- and k becomes k + 1, because the oracle then carries an error of
-// the candidate's own order: |cand - oracle| <= |cand - exact| + |oracle - exact| <= k b + b.
+// The old heuristic, for a stage that declares no fp64_bound yet (check() falls back to it and its report
+// says so) and for stage tests that compare two float64 rungs of their own: the float32 baseline's error
+// scaled to double precision (x eps64 / eps32 = 2^-29) element by element where both are finite, judged
+// with k + 1. Not derived: on a 2^20-wide softmax row it failed correct float64 rungs (issue 38).
 Array<double> fp64_baseline(const Array<double>& oracle, Array<double> baseline32);
 
 // Every stage's contract, in ladder order (from the Stage records, core/stage.hpp).

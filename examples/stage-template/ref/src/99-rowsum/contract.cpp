@@ -1,6 +1,7 @@
 // ref/src/99-rowsum/contract.cpp -- the template stage's case contract (ladder/core/contract.hpp).
 #include "ladder/99-rowsum/rowsum.hpp"
 #include "ladder/core/contract.hpp"
+#include "ladder/core/fp64_bound.hpp"
 #include "ladder/core/registry.hpp"
 
 namespace ladder::stage_records {
@@ -47,6 +48,18 @@ Contract contract_99_rowsum() {
     const Array<float> x = input(in);
     if (prec == DType::F4) return Tensors{{"s", to_npy(sums<float>(x, &rowsum::sequential_rows<float>))}};
     return Tensors{{"s", to_npy(sums<double>(x.cast<double>(), &rowsum::sequential_rows<double>))}};
+  };
+  // A float64 candidate: within the oracle's error bound + its own (core/fp64_bound.hpp). Both sum the same
+  // cols float32 values (exact in float64) in some order: each within gamma_{cols-1} sum_j |x_j| (Higham (4.4)).
+  c.fp64_bound = [input](const Tensors& in, const nlohmann::json&, const Tensors&) {
+    const Array<float> x = input(in);
+    Array<double> b(Shape(1, x.rows()));
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      double mag = 0;
+      for (int64_t j = 0; j < x.cols(); ++j) mag += std::abs(static_cast<double>(x.data[r * x.cols() + j]));
+      b.data[r] = 2 * fp64::gamma(static_cast<double>(x.cols() - 1)) * mag;
+    }
+    return Tensors{{"s", to_npy(b)}};
   };
   c.run_rung = [input](const Rung& r, const Tensors& in, const nlohmann::json&, DType prec) {
     const Array<float> x = input(in);
