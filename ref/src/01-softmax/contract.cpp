@@ -36,7 +36,7 @@ Contract contract_01_softmax() {
   c.outputs[0].device_rel = device_math::softmax_rel(device_math::cuda_expf_ulps);
   c.oracle_doc = "safe softmax (notes Alg. 2) in float64 of the float32 input";
   c.baseline_doc = "safe softmax in float32 in a fixed order (fixed-bits exps, d summed pairwise: "
-                   "core/fixed_order.hpp; a float64 candidate: that error x 2^-29, k + 1)";
+                   "core/fixed_order.hpp; a float64 candidate: its derived bound, fp64_bound)";
   auto input = [](const Tensors& in) {
     const Array<float> x = from_npy<float>(tensor(in, "x", "01-softmax"), "input x");
     require(!x.shape.empty() && x.cols() >= 1 && x.rows() >= 1,

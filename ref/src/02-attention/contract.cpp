@@ -153,7 +153,7 @@ Contract contract_02_attention() {
                  "(GQA / MQA, d_v != d, windows, seqlens) is the oracle's; the flash, tiled, recompute and CUDA rungs "
                  "compute H_kv = H_q, d_v = d, no window, no seqlens only, and refuse the rest by name";
   c.baseline_doc = "naive forward and backward_naive in float32 in a fixed order (core/fixed_order.hpp; D = rowsum(dO o "
-                   "O) as FA2 computes it; a float64 candidate: that error x 2^-29, k + 1)";
+                   "O) as FA2 computes it; a float64 candidate: its derived bound, fp64_bound)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_naive<double>(inputs(t, params)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);

@@ -349,7 +349,7 @@ Contract contract_03_mla() {
   // Every output per row: each row is an independent decode step of one token (core/compare.hpp).
   for (OutputSpec& o : c.outputs) o.slice_axes = 1;
   c.oracle_doc = "CD (decompress every head, then attention) at float64 of the float32 inputs; lse from its scores";
-  c.baseline_doc = "CD in float32 in a fixed order (core/fixed_order.hpp; a float64 candidate: that error x 2^-29, k + 1)";
+  c.baseline_doc = "CD in float32 in a fixed order (core/fixed_order.hpp; a float64 candidate: its derived bound, fp64_bound)";
   c.oracle = [](const Tensors& t, const nlohmann::json& params) { return run_cd<double>(inputs(t, params)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& params, DType prec) {
     const In in = inputs(t, params);
