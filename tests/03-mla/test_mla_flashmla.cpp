@@ -9,6 +9,7 @@
 
 #include "ladder/03-mla/flashmla.hpp"
 #include "ladder/core/contract.hpp"
+#include "test_mla_util.hpp"
 
 using namespace ladder;
 using namespace ladder::mla;
@@ -141,4 +142,51 @@ TEST_CASE("flashmla: bad inputs are refused naming the input") {
   s.h_q = 8, s.d = 80, s.dv = 64;
   CHECK_THROWS_WITH_AS(run_oracle(fc(), flashmla_inputs(s), flashmla_params(s)),
                        doctest::Contains("cache_seqlens[0] = 1 violates >= s_q = 2"), Error);
+}
+
+// The adapter both ways on a committed stage 03 case (s_q_2: MTP, two query tokens per sequence): stage 03's
+// inputs laid out as FlashMLA's (q = [q_abs | q^R] per head from h at float64, rounded to float32 as a kernel
+// gets it; the blocks as kcache [num_blocks, 64, 1, 576-like]), the FlashMLA-layout oracle run, and its o, lse
+// laid back as stage 03's outputs (lse [b, h_q, s_q] -> [N, H]; u = W_O W_UV o^lat, stage 03's absorbed output
+// path) judged by stage 03's own contract against stage 03's own oracle (CD from h at float64).
+TEST_CASE("flashmla: a stage 03 golden re-laid into FlashMLA's layout and back passes stage 03's check") {
+  const Contract& mc = contract(kStage);
+  const CaseFolder cf = read_case(mc, test::mla_dir("s_q_2"));
+  const Weights<double> W = load_model(test::mla_dir(kModelCase)).cast<double>();
+  const Config& cfg = W.cfg;
+  const Mat<double> h = from_npy<float>(cf.inputs.at("h"), "h").mat().cast<double>();
+  const std::vector<int64_t> q_pos = npy_as_int64(cf.inputs.at("q_pos"), "q_pos").data;
+  const std::vector<int64_t> q_lens = npy_as_int64(cf.inputs.at("q_lens"), "q_lens").data;
+  const int64_t N = h.rows(), S = q_lens[0], B = N / S, H = cfg.n_heads, R = cfg.kv_lora_rank, D = cfg.kv_dim();
+  for (int64_t ql : q_lens) REQUIRE(ql == S);  // FlashMLA's s_q is one per batch
+  const Mat<double> cQ = query_latent(W, h);
+  const Mat<double> q_abs = absorb_query(W, query_nope(W, cQ)), q_pe = query_rope(W, cQ, q_pos);
+  Array<float> q({B, S, H, D});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t hh = 0; hh < H; ++hh)
+      for (int64_t k = 0; k < D; ++k)
+        q.data[(n * H + hh) * D + k] = static_cast<float>(k < R ? q_abs(n, hh * R + k) : q_pe(n, hh * cfg.qk_rope + k - R));
+  NpyData kc = cf.inputs.at("blocks");
+  kc.shape = {kc.shape[0], kc.shape[1], 1, kc.shape[2]};
+  const Tensors in{{"q", to_npy(q)}, {"kcache", kc}, {"block_table", cf.inputs.at("block_table")},
+                   {"cache_seqlens", cf.inputs.at("seqlens")}};
+  const nlohmann::json params{{"causal", true}, {"head_dim_v", R}, {"softmax_scale", cfg.scale()}};
+  const Tensors out = run_oracle(fc(), in, params);
+  const Array<double> o = from_npy<double>(out.at("o"), "o"), lse = from_npy<double>(out.at("lse"), "lse");
+  Array<double> lse_nh({N, H});
+  Mat<double> o_lat(N, H * R);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t hh = 0; hh < H; ++hh) {
+      lse_nh.data[n * H + hh] = lse.data[((n / S) * H + hh) * S + n % S];
+      for (int64_t r = 0; r < R; ++r) o_lat(n, hh * R + r) = o.data[(n * H + hh) * R + r];
+    }
+  Output<double> u;
+  u.u = Mat<double>(N, cfg.hidden);
+  absorbed_output(W, o_lat, u);
+  // Judged as float32 outputs: the path went through float32 q (a kernel's input), so its error is float32's.
+  const CheckReport rl = check(mc, cf.inputs, cf.params, cf.expected, "lse", to_npy(lse_nh.cast<float>()));
+  const CheckReport ru = check(mc, cf.inputs, cf.params, cf.expected, "u", to_npy(Array<double>::from(u.u).cast<float>()));
+  INFO("lse: ", rl.text, "\nu: ", ru.text);
+  CHECK(rl.pass);
+  CHECK(ru.pass);
 }

@@ -36,7 +36,7 @@ endif()
 # swapped, causal ignored) fail.
 ladder_add_test(test_03_mla_flashmla
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_flashmla.cpp
-  LIBS ladder_core)
+  LIBS ladder_core ladder_lab_oracle)
 # The same through the `ladder` binary and Python: write, flash, check (exit 0); a mutant fails (exit 1); the
 # Python verdicts equal the CLI's.
 if(TARGET ladder)
