@@ -53,34 +53,8 @@ const char* rule_name(Rule r) {
   return "?";
 }
 
-// The stages' layout contracts (Stage::layouts), baselines pinned as above.
-const std::vector<Contract>& layout_contracts() {
-  static const std::vector<Contract> table = [] {
-    std::vector<Contract> t;
-    for (const Stage& s : stages())
-      for (const auto& make : s.layouts) {
-        t.push_back(make());
-        if (auto& f = t.back().baseline)
-          f = [inner = std::move(f)](const Tensors& in, const nlohmann::json& params, DType prec) {
-            const FixedOrder pinned;
-            return inner(in, params, prec);
-          };
-      }
-    return t;
-  }();
-  return table;
-}
-
 const Contract& contract(const std::string& id) {
-  if (const size_t slash = id.find('/'); slash != std::string::npos) {
-    const Stage& s = stage(id.substr(0, slash));
-    std::vector<std::string> names;
-    for (const Contract& c : layout_contracts())
-      if (c.stage == id) return c;
-      else if (c.stage.rfind(s.id + "/", 0) == 0) names.push_back(c.stage);
-    throw Error(fmt::format("no layout '{}' of stage {} (layouts: {})", id, s.id,
-                            names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
-  }
+  if (id.find('/') != std::string::npos) return layout_contract(id);  // contract_layouts.cpp
   const Stage& s = stage(id);  // Error "no stage 'x' (did you mean 'y'? ...)"
   for (const Contract& c : contracts())
     if (c.stage == s.id) return c;
@@ -375,15 +349,7 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
                   const Tensors& companions, std::optional<bool> ftz, bool device) {
   if (output.empty()) output = c.outputs.front().name;
   CheckReport r = check_one(c, inputs, params, expected, output, candidate, rule, companions, ftz, device);
-  if (c.report_metrics) {  // another project's metrics beside the verdict, never part of it
-    const Array<double> e = npy_as_double(tensor(expected, output, c.stage + " expected outputs"));
-    const Array<double> x = npy_as_double(candidate);
-    if (e.shape == x.shape)
-      for (const auto& [name, v] : c.report_metrics(output, e, x)) {
-        r.metrics[name] = v;
-        r.text += fmt::format("\n  {} = {:.3e} (reported beside the verdict, not part of it)", name, v);
-      }
-  }
+  add_report_metrics(c, expected, output, candidate, r);  // another project's metrics (contract_layouts.cpp)
   // The invariants go with the output's own rule; an extra rule judges such facts itself.
   if (!c.invariants || (!rule.empty() && rule != rule_name(c.output(output).rule))) return r;
   const std::vector<std::string> broken = c.invariants(inputs, params, output, candidate, companions);

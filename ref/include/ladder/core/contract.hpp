@@ -166,6 +166,12 @@ const std::vector<Contract>& contracts();
 // Throws "no stage 'x' (did you mean 'y'? stages: ...)". "STAGE/LAYOUT" names a layout contract of the stage
 // (Stage::layouts), e.g. "03-mla/flashmla".
 const Contract& contract(const std::string& stage);
+// A layout contract "STAGE/LAYOUT" (Stage::layouts; contract() sends such names here); Error naming the
+// stage's layouts otherwise.
+const Contract& layout_contract(const std::string& id);
+// Adds the contract's report_metrics for `output` to r (metrics, one line of text each); check() calls it.
+void add_report_metrics(const Contract& c, const Tensors& expected, const std::string& output, const NpyData& candidate,
+                        CheckReport& r);
 
 // Inputs checked against the contract (names, dtypes, ranks), then the oracle.
 Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::json& params);
