@@ -27,7 +27,7 @@ import numpy as np
 from . import _ladder
 
 __all__ = ["rungs", "stages", "cost", "run", "softmax", "attention", "attention_backward", "eplb", "mla", "moe",
-           "step_time", "goodput", "describe", "oracle", "check", "golden", "version"]
+           "step_time", "goodput", "describe", "oracle", "check", "golden", "version", "flashmla_check"]
 
 version = _ladder.version
 
@@ -289,3 +289,18 @@ def golden(stage, case=None):
             result.update(inputs=folder["inputs"], outputs=folder["expected"],
                           params=json.loads(folder["params_json"]))
     return result
+
+
+FLASHMLA = "03-mla/flashmla"
+
+
+def flashmla_check(case_or_inputs, o, lse, **params):
+    """Judges a FlashMLA decode candidate in FlashMLA's own layouts (ladder/03-mla/flashmla.hpp): o [b, s_q, h_q, dv]
+    and lse [b, h_q, s_q] (natural log) as numpy arrays, against a case folder (`ladder flashmla write`) or a dict
+    of the inputs q [b, s_q, h_q, d], kcache [num_blocks, 64, 1, d], block_table, cache_seqlens (params: causal,
+    head_dim_v, softmax_scale). Returns {"pass", "o": report, "lse": report}; each report's metrics hold
+    FlashMLA's cos_diff ("flashmla_cos_diff") beside the verdict. The same rule as
+    `ladder check 03-mla/flashmla CASE FOLDER --output o,lse`."""
+    ro = check(FLASHMLA, case_or_inputs, o, output="o", **params)
+    rl = check(FLASHMLA, case_or_inputs, lse, output="lse", **params)
+    return {"pass": bool(ro["pass"] and rl["pass"]), "o": ro, "lse": rl}

@@ -54,6 +54,7 @@ const char* rule_name(Rule r) {
 }
 
 const Contract& contract(const std::string& id) {
+  if (id.find('/') != std::string::npos) return layout_contract(id);  // contract_layouts.cpp
   const Stage& s = stage(id);  // Error "no stage 'x' (did you mean 'y'? ...)"
   for (const Contract& c : contracts())
     if (c.stage == s.id) return c;
@@ -352,6 +353,7 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
                   const Tensors& companions, std::optional<bool> ftz, bool device) {
   if (output.empty()) output = c.outputs.front().name;
   CheckReport r = check_one(c, inputs, params, expected, output, candidate, rule, companions, ftz, device);
+  add_report_metrics(c, expected, output, candidate, r);  // another project's metrics (contract_layouts.cpp)
   // The invariants go with the output's own rule; an extra rule judges such facts itself.
   if (!c.invariants || (!rule.empty() && rule != rule_name(c.output(output).rule))) return r;
   const std::vector<std::string> broken = c.invariants(inputs, params, output, candidate, companions);

@@ -34,3 +34,20 @@ if(TARGET ladder)
            $<TARGET_FILE:ladder>)
   set_tests_properties(test_03_mla_chunk_cli PROPERTIES LABELS unit)
 endif()
+# Stage 03 in FlashMLA's interface (layout contract 03-mla/flashmla): the flash_mla rung at several split sizes
+# passes, the oracle ignores num_splits bit for bit, mutants (wrong block_table entry, lse in log2, o's [s_q, h_q]
+# swapped, causal ignored) fail.
+ladder_add_test(test_03_mla_flashmla
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_flashmla.cpp
+  LIBS ladder_core ladder_lab_oracle)
+# The same through the `ladder` binary and Python: write, flash, check (exit 0); a mutant fails (exit 1); the
+# Python verdicts equal the CLI's.
+if(TARGET ladder)
+  set(flashmla_py "")
+  if(TARGET ladder_python)
+    set(flashmla_py ${CMAKE_BINARY_DIR}/python)
+  endif()
+  add_test(NAME test_03_mla_flashmla_cli COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/test_mla_flashmla_cli.py
+           $<TARGET_FILE:ladder> ${flashmla_py})
+  set_tests_properties(test_03_mla_flashmla_cli PROPERTIES LABELS unit)
+endif()

@@ -142,6 +142,11 @@ struct Contract {
   std::function<std::vector<std::string>(const Tensors& inputs, const nlohmann::json& params, const std::string& output,
                                          const NpyData& candidate, const Tensors& companions)>
       invariants;
+  // Optional metrics of another project reported beside the verdict (never part of it): name -> value for
+  // output `output`, expected and candidate as float64 (03-mla/flashmla: FlashMLA's cos_diff). Empty: none.
+  std::function<std::map<std::string, double>(const std::string& output, const Array<double>& expected,
+                                              const Array<double>& candidate)>
+      report_metrics;
 
   const OutputSpec& output(const std::string& name) const;  // throws Error naming the known outputs
   // The tolerance rule's parameters for output `name` and a candidate of dtype `candidate` (<f4 or
@@ -164,8 +169,15 @@ Array<double> fp64_baseline(const Array<double>& oracle, Array<double> baseline3
 
 // Every stage's contract, in ladder order (from the Stage records, core/stage.hpp).
 const std::vector<Contract>& contracts();
-// Throws "no stage 'x' (did you mean 'y'? stages: ...)".
+// Throws "no stage 'x' (did you mean 'y'? stages: ...)". "STAGE/LAYOUT" names a layout contract of the stage
+// (Stage::layouts), e.g. "03-mla/flashmla".
 const Contract& contract(const std::string& stage);
+// A layout contract "STAGE/LAYOUT" (Stage::layouts; contract() sends such names here); Error naming the
+// stage's layouts otherwise.
+const Contract& layout_contract(const std::string& id);
+// Adds the contract's report_metrics for `output` to r (metrics, one line of text each); check() calls it.
+void add_report_metrics(const Contract& c, const Tensors& expected, const std::string& output, const NpyData& candidate,
+                        CheckReport& r);
 
 // Inputs checked against the contract (names, dtypes, ranks), then the oracle.
 Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::json& params);

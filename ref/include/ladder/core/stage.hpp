@@ -40,6 +40,9 @@ struct Stage {
   // with its k and baseline), the fp64 oracle. `ladder golden / check / oracle / describe / run`, the
   // tests, the lab judge and Python all read the rule from here.
   std::function<Contract()> contract;
+  // The stage in other projects' interfaces (layouts): contracts named "<id>/<layout>" (03-mla/flashmla), found
+  // by contract() beside the stage's own, not listed by contracts() (they have no goldens of their own).
+  std::vector<std::function<Contract()>> layouts = {};
   // Adds the stage's reference rungs (backend "ref") to the registry.
   std::function<void(Registry&)> ref_rungs;
   // The golden cases: their names, and the writer of one case into a folder (full = also the arrays
