@@ -11,10 +11,27 @@
 using namespace ladder;
 using namespace ladder::moe;
 
+// Under ThreadSanitizer (the race itself is the report there) the small cases only: tails of every tile,
+// top_k 4 and top_k = E, the v2 gate, no shared expert and an empty group reach every kernel's code paths
+// and barriers; the T = 128 and zipf cases run the same paths again (TSan CPU time 30 s for all, 13 s for these).
+// The schedules' builds run every case. A barrier removed from the grouped GEMM or the permutation is
+// still reported by TSan on this subset (tried by hand on moe_gemm.cu's two barriers and moe.cu's).
+bool run_under_this_build(const std::string& name) {
+#if defined(SIMT_TSAN)
+  for (const char* c : {"e8_T7", "e16_T7", "e8_k_eq_E", "e8_v2_gate", "e8_no_shared", "e8_cold_expert"})
+    if (name == c) return true;
+  return false;
+#else
+  (void)name;
+  return true;
+#endif
+}
+
 TEST_CASE("04-moe CUDA rungs on every committed case") {
   Coverage cov;
   const Registry& reg = registry();
   for (const auto& name : test::moe_input_cases()) {
+    if (!run_under_this_build(name)) continue;
     CAPTURE(name);
     const test::MoeCase c = test::load_moe_case(name);
     if (c.in.dropping) continue;

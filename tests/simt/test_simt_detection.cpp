@@ -16,8 +16,6 @@
 namespace simt_tests {
 namespace {
 
-const char* const schedules[] = {"forward", "reverse", "random:1"};
-
 struct Catch {
   const char* bug;
   bool forward, reverse, random;  // caught (wrong result) under that schedule, one worker
@@ -42,7 +40,7 @@ bool caught_under(const Catch& c, const std::string& schedule) {
 TEST_CASE("planted bugs: each removed __syncthreads is caught by the schedules that should catch it") {
   for (const Catch& c : matrix) {
     CHECK_MESSAGE((c.forward || c.reverse || c.random), c.bug << " must be caught by some schedule");
-    for (const std::string schedule : schedules) {
+    for (const std::string& schedule : child_schedules()) {
       const std::vector<std::string> env = {"SIMT_SCHEDULE=" + schedule, "SIMT_THREADS=1"};
       const ChildResult fixed = run_child(std::string(c.bug) + ":fixed", env);
       const ChildResult planted = run_child(std::string(c.bug) + ":planted", env);
@@ -77,7 +75,7 @@ TEST_CASE("diagnostics: broken CUDA rules abort with \"simt: error\" and the lin
       {"deadlock", "deadlock in block (0,0,0)", {deadlock_lines[0], deadlock_lines[1]}},
   };
   for (const Diagnostic& d : diagnostics)
-    for (const std::string schedule : schedules) {
+    for (const std::string& schedule : child_schedules()) {
       const ChildResult r = run_child(d.scenario, {"SIMT_SCHEDULE=" + schedule});
       INFO(d.scenario << " under " << schedule << ":\n" << r.output);
       CHECK(r.signal == SIGABRT);

@@ -203,7 +203,7 @@ TEST_CASE("planted tensor-core mistakes are caught in every schedule (and the mi
                           {"cp_async_early_read", false},
                           {"cp_async_missing_barrier", true}};
   for (const Planted& p : bugs)
-    for (const std::string schedule : {"forward", "reverse", "random:1"}) {
+    for (const std::string& schedule : child_schedules()) {
       const std::vector<std::string> env = {"SIMT_SCHEDULE=" + schedule, "SIMT_THREADS=1"};
       const ChildResult fixed = run_child(std::string(p.bug) + ":fixed", env);
       const ChildResult planted = run_child(std::string(p.bug) + ":planted", env);
@@ -245,7 +245,7 @@ TEST_CASE("broken tensor-core rules abort with \"simt: error\" and the line(s), 
       {"mma_partial_warp", "need all 32 lanes of the warp", {mma_partial_warp_line}},
   };
   for (const Diagnostic& d : diagnostics)
-    for (const std::string schedule : {"forward", "reverse", "random:1"}) {
+    for (const std::string& schedule : child_schedules()) {
       const ChildResult r = run_child(d.scenario, {"SIMT_SCHEDULE=" + schedule});
       INFO(d.scenario << " under " << schedule << ":\n" << r.output);
       CHECK(r.signal == SIGABRT);
