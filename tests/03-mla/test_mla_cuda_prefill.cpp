@@ -44,6 +44,9 @@ TEST_CASE("the CUDA prefill on the chunk goldens through the contract: u, lse an
                        doctest::Contains("CUDA rungs run in float32 only"), Error);
 }
 
+// A wrong result, not a race: the schedules' builds run it; in the TSan build the test above runs the same
+// kernel (as the other stages' planted tests, which TSan skips too).
+#if !defined(SIMT_TSAN)
 TEST_CASE("a planted mask off by one in the CUDA prefill (each token's own row hidden) fails the prefill golden" *
           doctest::test_suite("judge")) {
   const Rung& r = registry().find(ref::kStage, "cuda", ref::kPrefillRung);
@@ -60,3 +63,4 @@ TEST_CASE("a planted mask off by one in the CUDA prefill (each token's own row h
   const Tensors right = run_rung(mla_contract(), r, cf.inputs, cf.params, DType::F4);
   CHECK(passes(cf, "u", right.at("u")));
 }
+#endif
