@@ -57,7 +57,7 @@ std::vector<int> parameter_copies(int n, int threads);
 // A kernel with a 256 KiB local array per thread (needs SIMT_STACK_KB above 256).
 float big_locals();
 
-// __dp4a, both overloads, one thread per element: out_s[i] = __dp4a(int(a[i]), int(b[i]), int(c[i])) and
+// __dp4a, both overloads, 2 blocks of 64 threads striding over the elements: out_s[i] = __dp4a(int(a[i]), int(b[i]), int(c[i])) and
 // out_u[i] = __dp4a(a[i], b[i], c[i]) (unsigned), with the results as uint32 bit patterns.
 void dp4a_probe(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b,
                 const std::vector<std::uint32_t>& c, std::vector<std::uint32_t>& out_s, std::vector<std::uint32_t>& out_u);

@@ -156,10 +156,10 @@ __global__ void big_locals_kernel(float* out) {
 
 __global__ void dp4a_probe_kernel(const unsigned* a, const unsigned* b, const unsigned* c, unsigned* out_s,
                                   unsigned* out_u, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  out_s[i] = static_cast<unsigned>(__dp4a(static_cast<int>(a[i]), static_cast<int>(b[i]), static_cast<int>(c[i])));
-  out_u[i] = __dp4a(a[i], b[i], c[i]);
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    out_s[i] = static_cast<unsigned>(__dp4a(static_cast<int>(a[i]), static_cast<int>(b[i]), static_cast<int>(c[i])));
+    out_u[i] = __dp4a(a[i], b[i], c[i]);
+  }
 }
 
 }  // namespace
@@ -244,8 +244,7 @@ void dp4a_probe(const std::vector<std::uint32_t>& a, const std::vector<std::uint
                 const std::vector<std::uint32_t>& c, std::vector<std::uint32_t>& out_s, std::vector<std::uint32_t>& out_u) {
   const int n = static_cast<int>(a.size());
   DeviceBuffer<unsigned> da(a), db(b), dc(c), ds(a.size()), du(a.size());
-  simt::launch(dp4a_probe_kernel, dim3((n + 127) / 128), dim3(128), 0, da.data(), db.data(), dc.data(), ds.data(),
-               du.data(), n);
+  simt::launch(dp4a_probe_kernel, dim3(2), dim3(64), 0, da.data(), db.data(), dc.data(), ds.data(), du.data(), n);
   out_s = ds.to_host();
   out_u = du.to_host();
 }
