@@ -11,3 +11,9 @@ if(TARGET ladder)
            $<TARGET_FILE:ladder> ${LADDER_ROOT}/data/golden/07-precision)
   set_tests_properties(cli_07_precision PROPERTIES LABELS unit)
 endif()
+# The CUDA kernels (cuda/src/07-precision: int8 / E4M3 quantise and dequantise, the __dp4a GEMM) against the
+# reference recipes bit for bit, and the CUDA a8w8 rung on the goldens through the contract: SIMT in every
+# schedule and once under TSan (small shapes there); planted kernels (dp4a byte order, a missing barrier) caught.
+ladder_add_test(test_07_precision_cuda
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_precision_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_precision_cuda_planted.cu
+  LIBS ladder_cuda ladder_core SIMT)

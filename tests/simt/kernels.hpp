@@ -57,6 +57,11 @@ std::vector<int> parameter_copies(int n, int threads);
 // A kernel with a 256 KiB local array per thread (needs SIMT_STACK_KB above 256).
 float big_locals();
 
+// __dp4a, both overloads, 2 blocks of 64 threads striding over the elements: out_s[i] = __dp4a(int(a[i]), int(b[i]), int(c[i])) and
+// out_u[i] = __dp4a(a[i], b[i], c[i]) (unsigned), with the results as uint32 bit patterns.
+void dp4a_probe(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b,
+                const std::vector<std::uint32_t>& c, std::vector<std::uint32_t>& out_s, std::vector<std::uint32_t>& out_u);
+
 // ---- planted bugs (kernels_planted.cu): each returns true when the output matches the reference.
 
 // Block sum: lane 0 of each warp stores its warp's partial in shared memory; warp 0 adds them.

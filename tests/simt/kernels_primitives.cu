@@ -154,6 +154,14 @@ __global__ void big_locals_kernel(float* out) {
   out[threadIdx.x] = sum;
 }
 
+__global__ void dp4a_probe_kernel(const unsigned* a, const unsigned* b, const unsigned* c, unsigned* out_s,
+                                  unsigned* out_u, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    out_s[i] = static_cast<unsigned>(__dp4a(static_cast<int>(a[i]), static_cast<int>(b[i]), static_cast<int>(c[i])));
+    out_u[i] = __dp4a(a[i], b[i], c[i]);
+  }
+}
+
 }  // namespace
 
 std::vector<int> shuffle_probe() {
@@ -230,6 +238,15 @@ std::vector<int> parameter_copies(int n, int threads) {
   DeviceBuffer<int> out(static_cast<std::size_t>(threads));
   simt::launch(parameter_copies_kernel, dim3(1), dim3(threads), 0, out.data(), n);
   return out.to_host();
+}
+
+void dp4a_probe(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b,
+                const std::vector<std::uint32_t>& c, std::vector<std::uint32_t>& out_s, std::vector<std::uint32_t>& out_u) {
+  const int n = static_cast<int>(a.size());
+  DeviceBuffer<unsigned> da(a), db(b), dc(c), ds(a.size()), du(a.size());
+  simt::launch(dp4a_probe_kernel, dim3(2), dim3(64), 0, da.data(), db.data(), dc.data(), ds.data(), du.data(), n);
+  out_s = ds.to_host();
+  out_u = du.to_host();
 }
 
 float big_locals() {

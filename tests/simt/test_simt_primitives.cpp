@@ -178,6 +178,54 @@ TEST_CASE("every CUDA thread gets its own copy of by-value kernel parameters") {
   for (int t = 0; t < 64; ++t) CHECK(out[t] == 7 + t);
 }
 
+TEST_CASE("__dp4a: both overloads against the PTX ISA's scalar formula, extremes, byte order and the 2^32 wrap") {
+  // The formula, written from the PTX ISA's dp4a semantics (d = c; d += Va[i] * Vb[i], byte i = bits 8i..8i+7,
+  // sign- or zero-extended), in int64 and reduced modulo 2^32 at the end.
+  auto want = [](std::uint32_t a, std::uint32_t b, std::uint32_t c, bool is_signed) {
+    long long d = is_signed ? static_cast<long long>(static_cast<std::int32_t>(c)) : static_cast<long long>(c);
+    for (int i = 0; i < 4; ++i) {
+      const int ab = (a >> (8 * i)) & 0xFF, bb = (b >> (8 * i)) & 0xFF;
+      d += is_signed ? static_cast<long long>(static_cast<std::int8_t>(ab)) * static_cast<std::int8_t>(bb)
+                     : static_cast<long long>(ab) * bb;
+    }
+    return static_cast<std::uint32_t>(static_cast<unsigned long long>(d));
+  };
+  std::vector<std::uint32_t> a, b, c;
+  auto add = [&](std::uint32_t x, std::uint32_t y, std::uint32_t z) { a.push_back(x), b.push_back(y), c.push_back(z); };
+  const std::uint32_t edges[] = {0u, 1u, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFFu, 0x7F7F7F7Fu, 0x80808080u, 0x01020304u};
+  for (std::uint32_t x : {0x80808080u, 0x7F7F7F7Fu, 0xFFFFFFFFu, 0x01020304u, 0x807F01FFu})
+    for (std::uint32_t y : {0x80808080u, 0x7F7F7F7Fu, 0xFFFFFFFFu, 0x01000000u, 0x000000FFu})
+      for (std::uint32_t z : edges) add(x, y, z);
+  std::uint32_t s = 12345;
+  for (int i = 0; i < 1000; ++i) {  // xorshift32: every byte value, mixed signs
+    auto next = [&s] { return s ^= s << 13, s ^= s >> 17, s ^= s << 5; };
+    add(next(), next(), next());
+  }
+  std::vector<std::uint32_t> got_s, got_u;
+  dp4a_probe(a, b, c, got_s, got_u);
+  std::size_t wrong = 0, first = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (got_s[i] != want(a[i], b[i], c[i], true) || got_u[i] != want(a[i], b[i], c[i], false))
+      if (wrong++ == 0) first = i;
+  INFO("first mismatch: a " << a[first] << " b " << b[first] << " c " << c[first]);
+  CHECK(wrong == 0);
+  // The extremes by hand: (-128)(-128) 4 = 65536; 127 (-128) 4 = -65024; 255^2 4 = 260100; the wrap past
+  // INT32_MAX; byte order (only byte 3 of b is set, so only byte 3 of a counts: 1, not 4).
+  const std::size_t last = a.size();
+  add(0x80808080u, 0x80808080u, 0u);
+  add(0x7F7F7F7Fu, 0x80808080u, 0u);
+  add(0xFFFFFFFFu, 0xFFFFFFFFu, 0u);
+  add(0x80808080u, 0x80808080u, 0x7FFFFFFFu);
+  add(0x01020304u, 0x01000000u, 0u);
+  dp4a_probe(a, b, c, got_s, got_u);
+  CHECK(static_cast<std::int32_t>(got_s[last]) == 65536);
+  CHECK(static_cast<std::int32_t>(got_s[last + 1]) == -65024);
+  CHECK(static_cast<std::int32_t>(got_s[last + 2]) == 4);  // signed: 0xFF is -1, (-1)(-1) 4
+  CHECK(got_u[last + 2] == 260100u);
+  CHECK(static_cast<std::int32_t>(got_s[last + 3]) == static_cast<std::int32_t>(0x7FFFFFFFu + 65536u));  // wrapped
+  CHECK(got_s[last + 4] == 1u);
+}
+
 TEST_CASE("results do not depend on the number of OS workers (SIMT_THREADS=1 vs 2)") {
   ConfigGuard guard;
   const int rows = 23, cols = 517;

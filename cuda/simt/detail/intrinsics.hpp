@@ -23,6 +23,26 @@ inline int __popc(unsigned int x) { return std::popcount(x); }
 inline int __ffs(int x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned int>(x)) + 1; }
 inline int __clz(int x) { return std::countl_zero(static_cast<unsigned int>(x)); }
 
+// __dp4a (sm_61+): the four bytes of a and b as four-element vectors, byte i = bits 8i..8i+7 (byte 0 the
+// lowest), sign-extended (int overload) or zero-extended (unsigned overload); d = c + sum_i a_i b_i in 32-bit
+// arithmetic that wraps modulo 2^32 (PTX ISA, "dp4a": d = c; d += Va[i] * Vb[i] for i = 0..3, .s32 / .u32).
+// Computed here in unsigned 32-bit arithmetic, so the wrap is defined behaviour in C++ too. The char4 /
+// uchar4 overloads of CUDA are not provided (the SIMT layer has no vector types).
+inline int __dp4a(int a, int b, int c) {
+  uint32_t d = static_cast<uint32_t>(c);
+  for (int i = 0; i < 4; ++i) {
+    const int32_t ai = static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * i));
+    const int32_t bi = static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * i));
+    d += static_cast<uint32_t>(ai * bi);  // |ai bi| <= 2^14: exact in int32
+  }
+  return static_cast<int>(d);
+}
+inline unsigned int __dp4a(unsigned int a, unsigned int b, unsigned int c) {
+  uint32_t d = c;
+  for (int i = 0; i < 4; ++i) d += ((a >> (8 * i)) & 0xFFu) * ((b >> (8 * i)) & 0xFFu);  // each <= 255^2
+  return d;
+}
+
 // Read-only cache load: an ordinary load on the CPU.
 template <class T>
 T __ldg(const T* address) {

@@ -132,7 +132,7 @@ Contract contract_07_precision() {
     const Operands op = operands(in);
     return precision::run_recipe(r, op.x, op.w);
   };
-  c.run_rung = [](const Rung& rung, const Tensors& in, const nlohmann::json& p, DType) {
+  c.run_rung = [](const Rung& rung, const Tensors& in, const nlohmann::json& p, DType dtype) {
     const Recipe r = precision::parse_recipe(p);
     const auto& f = rung.fn<precision::RecipeFns>();
     require(f.recipe == r.name, "07-precision: rung {} computes recipe {}, the case's params.recipe is {}", rung.id,
@@ -140,6 +140,10 @@ Contract contract_07_precision() {
     if (r.kv() || r.attn()) return precision::run_attn_recipe(r, in);
     if (r.moe()) return precision::run_moe_recipe(r, moe_operands(in));
     const Operands op = operands(in);
+    if (f.run) {  // a CUDA rung: float32 kernels
+      require(dtype == DType::F4, "07-precision: rung {} has no float64 function (a float32 kernel)", rung.key());
+      return f.run(r, op.x, op.w);
+    }
     return precision::run_recipe(r, op.x, op.w);
   };
   return c;

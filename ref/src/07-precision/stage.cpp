@@ -19,7 +19,7 @@ Stage stage_07_precision() {
   s.ref_rungs = &register_precision;
   s.golden_cases = &precision::golden_case_names;
   s.write_golden_case = &precision::write_golden_case;
-  s.cuda_rungs = false;
+  s.cuda_rungs = true;  // cuda/src/07-precision: the A8W8 GEMM through __dp4a
   s.lab = true;  // chapters/07-precision/lab: E4M3 rounding and the block-scaled dot
   s.bench = false;
   return s;

@@ -190,8 +190,11 @@ inline OracleOut oracle_moe_recipe(const Recipe& r, const MoeOperands& m) {
 }  // namespace ladder::precision
 
 namespace ladder::precision {
-// The function a registry rung stores: the recipe it computes (run_rung refuses a case of another).
+// The function a registry rung stores: the recipe it computes (run_rung refuses a case of another) and, for a
+// rung of another backend (the CUDA a8w8, cuda/src/07-precision/registry.cpp), its own float32 run of a GEMM
+// recipe on x [M, K], w [K, N] with the outputs run_recipe defines; null = the reference recipe (run_recipe).
 struct RecipeFns {
   std::string recipe;
+  Tensors (*run)(const Recipe&, const Mat<float>& x, const Mat<float>& w) = nullptr;
 };
 }  // namespace ladder::precision

@@ -1,0 +1,29 @@
+// ladder/cuda/07-precision/precision.hpp -- host API of the stage-07 CUDA kernels (cuda/src/07-precision/*.cu):
+// the quantisers of ladder/core/quant.hpp and the A8W8 GEMM of ladder/07-precision/a8w8.hpp, on the device.
+//
+// Every function takes DEVICE pointers (ladder::cuda::DeviceBuffer<T>::data()), launches and returns; call
+// ladder::cuda::sync() before reading results on a GPU (under SIMT the launch has finished on return).
+// Results are the reference's bits: codes, scales and int32 sums exactly (one float32 division per scale,
+// RNE with saturation through ladder/core/formats.hpp, integer sums that cannot overflow), and the
+// dequantised values in the reference's operation order. Inputs must be finite (the reference refuses NaN /
+// inf; the kernels do not look). Bad sizes throw ladder::Error naming the parameter.
+#pragma once
+#include <cstdint>
+
+namespace ladder::cuda::precision {
+
+// x [rows, cols] -> q int8 [rows, cols], scales [rows]: quant::per_token (amax / 127, dynamic).
+void quantize_per_token_int8(const float* x, int64_t rows, int64_t cols, int8_t* q, float* scales);
+// w [rows, cols] -> q int8, scales [cols]: quant::per_channel (one scale per column).
+void quantize_per_channel_int8(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales);
+// x [rows, cols] -> E4M3 bit patterns, scales [rows, ceil(cols / 128)]: quant::tiles_1x128 (amax / 448).
+void quantize_e4m3_1x128(const float* x, int64_t rows, int64_t cols, uint8_t* q, float* scales);
+// The dequantisations (quant::dequantize): x = code * its scale, one float32 rounding.
+void dequantize_per_token_int8(const int8_t* q, const float* scales, int64_t rows, int64_t cols, float* x);
+void dequantize_e4m3_1x128(const uint8_t* q, const float* scales, int64_t rows, int64_t cols, float* x);
+// A8W8: acc [M, N] = xq [M, K] wq [K, N] int8 -> int32 through __dp4a (exact: K <= 131071 is required), then
+// y [M, N] = fl(fl(float(acc) * xs[m]) * ws[n]) (per token x per channel), as precision::a8w8_gemm.
+void a8w8_gemm(const int8_t* xq, const float* xs, const int8_t* wq, const float* ws, int64_t M, int64_t K, int64_t N,
+               int32_t* acc, float* y);
+
+}  // namespace ladder::cuda::precision

@@ -1,0 +1,33 @@
+// ladder/cuda/07-precision/precision_kernels.hpp -- the stage-07 kernels' launch functions, unchecked and free
+// of fmt (the .cu files include only this). Call the checked API in ladder/cuda/07-precision/precision.hpp.
+// All pointers are device pointers; matrices row-major; the recipes are those of ladder/core/quant.hpp and
+// ladder/07-precision/a8w8.hpp (the kernels compute the same bits).
+#pragma once
+#include <cstdint>
+
+namespace ladder::cuda::precision {
+
+inline constexpr int kRowThreads = 256;  // per-token int8: one block of 256 threads per row
+inline constexpr int kColThreadsX = 32;  // per-channel int8: 32 columns per block ...
+inline constexpr int kColThreadsY = 8;   // ... and 8 threads down each column
+inline constexpr int kE4m3Tile = 128;    // DeepSeek-V3's 1 x 128 activation tile: one block of 128 threads each
+inline constexpr int kGemmTile = 16;     // the dp4a GEMM: 16 x 16 outputs per block of 16 x 16 threads ...
+inline constexpr int kGemmWords = 16;    // ... K in steps of 16 packed words = 64 int8 values
+inline constexpr int kElemThreads = 256; // the dequantisation kernels (one element per thread, grid-stride)
+
+namespace detail {
+// q [rows, cols] int8 codes, scales [rows]: s = amax / 127 per row (1 for an all-zero row), q = RNE(x / s).
+void launch_quantize_rows_int8(const float* x, int rows, int cols, int8_t* q, float* scales);
+// The same per column: scales [cols] (a weight matrix [K, N], one scale per output channel).
+void launch_quantize_cols_int8(const float* w, int rows, int cols, int8_t* q, float* scales);
+// E4M3 codes (bit patterns) [rows, cols] and scales [rows, ceil(cols / 128)]: s = amax / 448 per 1 x 128 tile.
+void launch_quantize_e4m3_1x128(const float* x, int rows, int cols, uint8_t* q, float* scales);
+// x = float(q) * scales[row]; and x = e4m3(q) * scales[row, col / 128].
+void launch_dequantize_rows_int8(const int8_t* q, const float* scales, int rows, int cols, float* x);
+void launch_dequantize_e4m3_1x128(const uint8_t* q, const float* scales, int rows, int cols, float* x);
+// acc [M, N] = a [M, K] b [K, N] in int32 through __dp4a, and y = fl(fl(float(acc) * xs[m]) * ws[n]).
+void launch_gemm_s8_dp4a(const int8_t* a, const int8_t* b, const float* xs, const float* ws, int M, int K, int N,
+                         int32_t* acc, float* y);
+}  // namespace detail
+
+}  // namespace ladder::cuda::precision

@@ -1,0 +1,64 @@
+// cuda/src/07-precision/precision_host.cpp -- the checked host API of the stage-07 kernels
+// (ladder/cuda/07-precision/precision.hpp). Sizes are validated here, with ladder::Error naming the
+// parameter, then cuda/src/07-precision/*.cu launch. The registry entry is in registry.cpp.
+#include "ladder/07-precision/a8w8.hpp"
+#include "ladder/core/error.hpp"
+#include "ladder/cuda/07-precision/precision.hpp"
+#include "ladder/cuda/07-precision/precision_kernels.hpp"
+
+namespace ladder::cuda::precision {
+namespace {
+
+constexpr int64_t kIntMax = 0x7fffffff;
+
+// rows, cols as the kernels index them: int counts, int64 element offsets; grid limits of each launch.
+void check_matrix(const char* fn, int64_t rows, int64_t cols, bool null) {
+  require(rows >= 0 && rows <= kIntMax, "cuda::precision::{}: rows = {} violates 0 <= rows <= 2^31 - 1", fn, rows);
+  require(cols >= 1 && cols <= kIntMax, "cuda::precision::{}: cols = {} violates 1 <= cols <= 2^31 - 1", fn, cols);
+  require(rows == 0 || !null, "cuda::precision::{}: a null pointer with rows = {}", fn, rows);
+}
+
+}  // namespace
+
+void quantize_per_token_int8(const float* x, int64_t rows, int64_t cols, int8_t* q, float* scales) {
+  check_matrix("quantize_per_token_int8", rows, cols, !x || !q || !scales);
+  if (rows > 0) detail::launch_quantize_rows_int8(x, static_cast<int>(rows), static_cast<int>(cols), q, scales);
+}
+
+void quantize_per_channel_int8(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales) {
+  check_matrix("quantize_per_channel_int8", rows, cols, !w || !q || !scales);
+  if (rows > 0) detail::launch_quantize_cols_int8(w, static_cast<int>(rows), static_cast<int>(cols), q, scales);
+}
+
+void quantize_e4m3_1x128(const float* x, int64_t rows, int64_t cols, uint8_t* q, float* scales) {
+  check_matrix("quantize_e4m3_1x128", rows, cols, !x || !q || !scales);
+  require((cols + kE4m3Tile - 1) / kE4m3Tile <= 65535,
+          "cuda::precision::quantize_e4m3_1x128: cols = {} violates ceil(cols / 128) <= 65535 (grid y)", cols);
+  if (rows > 0) detail::launch_quantize_e4m3_1x128(x, static_cast<int>(rows), static_cast<int>(cols), q, scales);
+}
+
+void dequantize_per_token_int8(const int8_t* q, const float* scales, int64_t rows, int64_t cols, float* x) {
+  check_matrix("dequantize_per_token_int8", rows, cols, !q || !scales || !x);
+  if (rows > 0) detail::launch_dequantize_rows_int8(q, scales, static_cast<int>(rows), static_cast<int>(cols), x);
+}
+
+void dequantize_e4m3_1x128(const uint8_t* q, const float* scales, int64_t rows, int64_t cols, float* x) {
+  check_matrix("dequantize_e4m3_1x128", rows, cols, !q || !scales || !x);
+  if (rows > 0) detail::launch_dequantize_e4m3_1x128(q, scales, static_cast<int>(rows), static_cast<int>(cols), x);
+}
+
+void a8w8_gemm(const int8_t* xq, const float* xs, const int8_t* wq, const float* ws, int64_t M, int64_t K, int64_t N,
+               int32_t* acc, float* y) {
+  require(K >= 1 && K <= ladder::precision::kA8W8MaxK,
+          "cuda::precision::a8w8_gemm: K = {} violates 1 <= K <= {} (a sum of K int8 x int8 products, each up to "
+          "2^14, must fit int32)", K, ladder::precision::kA8W8MaxK);
+  require(N >= 1 && N <= kIntMax, "cuda::precision::a8w8_gemm: N = {} violates 1 <= N <= 2^31 - 1", N);
+  require(M >= 0 && (M + kGemmTile - 1) / kGemmTile <= 65535,
+          "cuda::precision::a8w8_gemm: M = {} violates 0 <= M <= {} (grid y = ceil(M / 16) <= 65535)", M,
+          int64_t{65535} * kGemmTile);
+  require(M == 0 || (xq && xs && wq && ws && acc && y), "cuda::precision::a8w8_gemm: a null pointer with M = {}", M);
+  if (M > 0)
+    detail::launch_gemm_s8_dp4a(xq, wq, xs, ws, static_cast<int>(M), static_cast<int>(K), static_cast<int>(N), acc, y);
+}
+
+}  // namespace ladder::cuda::precision

@@ -1,0 +1,64 @@
+// cuda/src/07-precision/registry.cpp -- the stage-07 CUDA rung in the registry (backend "cuda"): a8w8, the
+// A8W8 recipe on the device (precision::RecipeFns with its own run, float32 only): x quantised per token and
+// w per channel by the int8 quantise kernels, acc = xq wq through the __dp4a GEMM, y dequantised in its
+// epilogue. Its outputs are the reference rung's (xq, xs, acc, y), judged by the same contract: codes, scales
+// and acc exactly, y by the bound derived in ladder/07-precision/a8w8.hpp. Cost: the reference formula.
+#include <cmath>
+
+#include "ladder/07-precision/recipe.hpp"
+#include "ladder/core/registry.hpp"
+#include "ladder/cuda/07-precision/precision.hpp"
+#include "ladder/cuda/device.hpp"
+
+namespace ladder::cuda {
+namespace {
+
+Tensors a8w8_rung(const ladder::precision::Recipe& r, const Mat<float>& x, const Mat<float>& w) {
+  require(r.name == "a8w8", "cuda 07-precision/a8w8: params.recipe = {} violates recipe == a8w8", r.name);
+  require(x.cols() == w.rows(), "cuda 07-precision/a8w8: x.cols = {} violates x.cols == w.rows = {}", x.cols(), w.rows());
+  // The reference refuses non-finite inputs naming the element (quant::quantize); the kernels do not look.
+  for (const Mat<float>* m : {&x, &w})
+    for (int64_t i = 0; i < m->size(); ++i)
+      require(std::isfinite(m->data()[i]), "cuda 07-precision/a8w8: input {} element {} = {} violates isfinite",
+              m == &x ? "x" : "w", i, m->data()[i]);
+  const int64_t M = x.rows(), K = x.cols(), N = w.cols();
+  const auto n = [](int64_t v) { return static_cast<size_t>(v); };
+  DeviceBuffer<float> dx(x.data(), n(M * K)), dw(w.data(), n(K * N)), xs(n(M)), ws(n(N)), y(n(M * N));
+  DeviceBuffer<int8_t> xq(n(M * K)), wq(n(K * N));
+  DeviceBuffer<int32_t> acc(n(M * N));
+  precision::quantize_per_token_int8(dx.data(), M, K, xq.data(), xs.data());
+  precision::quantize_per_channel_int8(dw.data(), K, N, wq.data(), ws.data());
+  precision::a8w8_gemm(xq.data(), xs.data(), wq.data(), ws.data(), M, K, N, acc.data(), y.data());
+  sync();
+  Array<int32_t> codes({M, K}), a({M, N});
+  Array<float> scales({M, 1}), out({M, N});
+  const std::vector<int8_t> q = xq.to_host();
+  codes.data.assign(q.begin(), q.end());
+  scales.data = xs.to_host();
+  a.data = acc.to_host();
+  out.data = y.to_host();
+  return Tensors{{"xq", to_npy(codes)}, {"xs", to_npy(scales)}, {"acc", to_npy(a)}, {"y", to_npy(out)}};
+}
+
+Cost gemm_cost(const Shape& s) {  // s = {M, K, N}, as the reference rung's
+  Cost c;
+  if (s.size() == 3) {
+    c.flops = 2.0 * static_cast<double>(s[0] * s[1] * s[2]);
+    c.bytes_read = static_cast<double>(s[0] * s[1] + s[1] * s[2]);
+    c.bytes_written = 4.0 * static_cast<double>(s[0] * s[2]);
+  }
+  return c;
+}
+
+}  // namespace
+
+// Called by the list CMake generates from the folders cuda/src/NN-stage/ (cuda/CMakeLists.txt).
+void rungs_07_precision(Registry& r) {
+  r.add({"07-precision", "a8w8", "A8W8 GEMM kernels: int8 quantise, __dp4a GEMM, dequant epilogue",
+         "per-token / per-channel int8 quantise kernels (block amax reductions), int8 x int8 -> int32 with __dp4a "
+         "(4 k per instruction, 16 x 16 tiles), y = acc * xs * ws in the epilogue",
+         "cuda", ladder::precision::RecipeFns{"a8w8", &a8w8_rung}, &gemm_cost,
+         "2 M K N integer ops; 1 byte per code read, 4 per output written"});
+}
+
+}  // namespace ladder::cuda
