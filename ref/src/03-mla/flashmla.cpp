@@ -279,13 +279,14 @@ Contract contract_03_mla_flashmla() {
           "stage 03's absorbed attention in FlashMLA's layouts (bf16 on a GPU; <f4 files here)";
   c.inputs = {{"q", "<f4", "[b, s_q, h_q, d]", "the absorbed queries [q_abs | q^R] (d = 576 in DeepSeek)"},
               {"kcache", "<f4||u1", "[num_blocks, page_block_size, h_kv = 1, d | 656]",
-               "the paged latent cache [c^KV | k^R]; |u1: FP8 with scale records (dv E4M3, dv/128 fp32 scales, bf16 RoPE)"},
-              {"block_table", "<i4|<i8", "[b, max_blocks]", "block of each page of each sequence (unused: any; not read "
-               "with indices)", true},
-              {"cache_seqlens", "<i4|<i8", "[b]", "cache length of each sequence, its s_q query tokens included (not read "
-               "with indices)", true},
-              {"indices", "<i4|<i8", "[b, s_q, topk]", "sparse decode: rows block x page_block_size + offset, -1 invalid; "
-               "duplicates count as often as listed (absent: dense)", true}};
+               "the paged latent cache [c^KV | k^R]; |u1: FP8 with scale records (dv E4M3, dv/128 fp32 scales, "
+               "bf16 RoPE)"},
+              {"block_table", "<i4|<i8", "[b, max_blocks]",
+               "block of each page of each sequence (unused: any); dense only, not read with indices", true},
+              {"cache_seqlens", "<i4|<i8", "[b]",
+               "cache length of each sequence, its s_q query tokens included; dense only, not read with indices", true},
+              {"indices", "<i4|<i8", "[b, s_q, topk]", "sparse decode: rows block x page_block_size + offset, -1 "
+               "invalid; duplicates count as often as listed (absent: dense)", true}};
   c.params = {{"causal", "boolean", "mask aligned bottom right: token i sees rows j <= cache_seqlens - s_q + i "
                                     "(default false, as flash_mla_with_kvcache)"},
               {"head_dim_v", "integer", "dv: V = the first dv dims of a cache row (default 512)"},
