@@ -7,11 +7,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "ladder/03-mla/flashmla.hpp"
 #include "ladder/07-precision/kv_quant.hpp"
 #include "ladder/core/contract.hpp"
+#include "ladder/core/formats.hpp"
 
 using namespace ladder;
 using namespace ladder::mla;
@@ -85,6 +87,8 @@ TEST_CASE("flashmla fp8: the flash_mla rung on the dequantised cache passes; the
     INFO(flashmla_bug_name(bug), ": ", r.text);
     CHECK_FALSE(r.pass);
   }
+  CHECK_THROWS_WITH_AS(flashmla_run_flash(c.in, c.params, 2, FlashMlaBug::dedup), doctest::Contains("concerns indices"),
+                       Error);
   // The same rows unquantised (a kernel that skips the cache's FP8 and reads the float32 rows): a different answer.
   FlashMlaSpec s;
   s.h_q = 4, s.d = 272, s.dv = 256;
@@ -92,6 +96,40 @@ TEST_CASE("flashmla fp8: the flash_mla rung on the dequantised cache passes; the
   const CheckReport r = check(dec(), c.in, c.params, c.expected, "o", f.at("o"));
   INFO(r.text);
   CHECK_FALSE(r.pass);
+}
+
+// The records decoded here by hand, from FlashMLA's byte layout (not stage 07's reader): with every scale set to a
+// power of two, code x scale and bf16 are exact in float32, so the FP8 oracle must equal the float32-cache oracle on
+// those values bit for bit. A wrong byte offset, scale group, scale operation or RoPE decoding breaks the equality.
+TEST_CASE("flashmla fp8: the oracle reads the 656-byte layout exactly (power-of-two scales: equal to a float32 cache)") {
+  Case c = decode_case(true, 0);
+  NpyData& k = c.in.at("kcache");
+  const int64_t rows = k.shape[0] * k.shape[1], rb = k.shape[3], R = 256, G = 2, rope = 16;
+  Array<float> f({k.shape[0], k.shape[1], 1, R + rope});
+  for (int64_t i = 0; i < rows; ++i) {
+    uint8_t* rec = &k.bytes[static_cast<size_t>(i * rb)];
+    for (int64_t g = 0; g < G; ++g) {
+      const float s = std::ldexp(1.0f, static_cast<int>(-5 - g));  // a different power of two per group
+      if (rec[0] != 0xFF || rec[1] != 0xFF) std::memcpy(rec + R + 4 * g, &s, 4);  // rows past L stay 0xFF
+    }
+    float* x = &f.data[i * (R + rope)];
+    for (int64_t c2 = 0; c2 < R; ++c2) {
+      float s = 0;
+      std::memcpy(&s, rec + R + 4 * (c2 / 128), 4);
+      x[c2] = formats::from_e4m3(rec[c2]) * s;
+    }
+    for (int64_t c2 = 0; c2 < rope; ++c2) {
+      const uint32_t bits = static_cast<uint32_t>(rec[R + 4 * G + 2 * c2] | (rec[R + 4 * G + 2 * c2 + 1] << 8)) << 16;
+      std::memcpy(&x[R + c2], &bits, 4);
+    }
+  }
+  const Tensors e8 = run_oracle(dec(), c.in, c.params);
+  Tensors in32 = c.in;
+  in32["kcache"] = to_npy(f);
+  const Tensors e32 = run_oracle(dec(), in32, c.params);
+  CHECK(e8.at("o").bytes == e32.at("o").bytes);
+  CHECK(e8.at("lse").bytes == e32.at("lse").bytes);
+  CHECK(e8.at("o").bytes != c.expected.at("o").bytes);  // the scales mattered
 }
 
 TEST_CASE("flashmla sparse decode: indices listing every row equal the dense call bit for bit") {

@@ -257,6 +257,12 @@ nlohmann::json flashmla_params(const FlashMlaSpec& s) {
 Tensors flashmla_run_flash(const Tensors& t, const nlohmann::json& params, int64_t split_blocks, FlashMlaBug bug) {
   require(split_blocks >= 1, "{}: split_blocks = {} violates >= 1", kWho, split_blocks);
   const FlashIn in = read(t, params, bug);
+  const bool fp8_bug = bug == FlashMlaBug::scale_neighbour || bug == FlashMlaBug::rope_as_fp8 ||
+                       bug == FlashMlaBug::scale_divide;
+  require(!fp8_bug || in.fp8, "{}: bug {} concerns FP8 records; this case's kcache is float32", kWho,
+          flashmla_bug_name(bug));
+  require(fp8_bug || bug == FlashMlaBug::none || in.sparse, "{}: bug {} concerns indices; this case is dense", kWho,
+          flashmla_bug_name(bug));
   return layout(in, flashmla_detail::flash_rows(in.query, in.pool, split_blocks));
 }
 
