@@ -116,6 +116,11 @@ TEST_CASE("npy: round trip of every supported dtype, numpy-compatible header") {
   Array<int64_t> i8(Shape{});
   save_npy(tmp.path / "s.npy", i8);
   CHECK(load_npy<int64_t>(tmp.path / "s.npy").size() == 1);
+  Array<uint8_t> u1({3});  // raw bytes (FlashMLA's FP8 cache records), numpy's '|u1'
+  u1.data = {0, 255, 7};
+  save_npy(tmp.path / "u.npy", u1);
+  CHECK(load_npy<uint8_t>(tmp.path / "u.npy").data == u1.data);
+  CHECK(bytes_of(tmp.path / "u.npy").find("'descr': '|u1'") != std::string::npos);
   const std::string raw = bytes_of(tmp.path / "f.npy");
   CHECK(raw.substr(1, 5) == "NUMPY");
   CHECK((raw.size() - 6 * 4) % 64 == 0);  // header padded to 64 bytes as numpy writes it

@@ -27,7 +27,8 @@ import numpy as np
 from . import _ladder
 
 __all__ = ["rungs", "stages", "cost", "run", "softmax", "attention", "attention_backward", "eplb", "mla", "moe",
-           "step_time", "goodput", "describe", "oracle", "check", "golden", "version", "flashmla_check"]
+           "step_time", "goodput", "describe", "oracle", "check", "golden", "version", "flashmla_check",
+           "flashmla_sparse_prefill_check"]
 
 version = _ladder.version
 
@@ -297,10 +298,25 @@ FLASHMLA = "03-mla/flashmla"
 def flashmla_check(case_or_inputs, o, lse, **params):
     """Judges a FlashMLA decode candidate in FlashMLA's own layouts (ladder/03-mla/flashmla.hpp): o [b, s_q, h_q, dv]
     and lse [b, h_q, s_q] (natural log) as numpy arrays, against a case folder (`ladder flashmla write`) or a dict
-    of the inputs q [b, s_q, h_q, d], kcache [num_blocks, 64, 1, d], block_table, cache_seqlens (params: causal,
+    of the inputs q [b, s_q, h_q, d], kcache [num_blocks, 64, 1, d] float32 or uint8 [num_blocks, 64, 1, 656] (FP8
+    with scale records), block_table, cache_seqlens, or indices [b, s_q, topk] for sparse decode (params: causal,
     head_dim_v, softmax_scale). Returns {"pass", "o": report, "lse": report}; each report's metrics hold
     FlashMLA's cos_diff ("flashmla_cos_diff") beside the verdict. The same rule as
     `ladder check 03-mla/flashmla CASE FOLDER --output o,lse`."""
     ro = check(FLASHMLA, case_or_inputs, o, output="o", **params)
     rl = check(FLASHMLA, case_or_inputs, lse, output="lse", **params)
     return {"pass": bool(ro["pass"] and rl["pass"]), "o": ro, "lse": rl}
+
+
+FLASHMLA_SPARSE_PREFILL = "03-mla/flashmla_sparse_prefill"
+
+
+def flashmla_sparse_prefill_check(case_or_inputs, out, max_logits, lse, **params):
+    """Judges a FlashMLA sparse prefill candidate (flash_mla_sparse_fwd): out [s_q, h_q, d_v], max_logits and lse
+    [s_q, h_q] in BASE 2 (log2 of the sum of e^{scaled score}) as numpy arrays, against a case folder (`ladder
+    flashmla prefill-write`) or a dict of the inputs q [s_q, h_q, d_qk], kv [s_kv, 1, d_qk], indices [s_q, 1, topk]
+    (params: sm_scale, d_v). Returns {"pass", "out", "max_logits", "lse"}; the same rule as
+    `ladder check 03-mla/flashmla_sparse_prefill CASE FOLDER --output out,max_logits,lse`."""
+    r = {name: check(FLASHMLA_SPARSE_PREFILL, case_or_inputs, cand, output=name, **params)
+         for name, cand in (("out", out), ("max_logits", max_logits), ("lse", lse))}
+    return {"pass": all(v["pass"] for v in r.values()), **r}

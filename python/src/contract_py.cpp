@@ -22,7 +22,8 @@ DType npy_dtype(const py::array& a, const std::string& name) {
   if (a.dtype().is(py::dtype::of<double>())) return DType::F8;
   if (a.dtype().is(py::dtype::of<int32_t>())) return DType::I4;
   if (a.dtype().is(py::dtype::of<int64_t>())) return DType::I8;
-  throw py::type_error(name + ": dtype " + dtype_text(a) + "; float32, float64, int32 or int64 required");
+  if (a.dtype().is(py::dtype::of<uint8_t>())) return DType::U1;  // FlashMLA's FP8 cache records
+  throw py::type_error(name + ": dtype " + dtype_text(a) + "; float32, float64, int32, int64 or uint8 required");
 }
 
 // may_be_empty: an input whose zero-size array is a value (TensorSpec::may_be_empty, e.g. MoE's s1 [D, 0]).
@@ -41,6 +42,7 @@ py::array to_numpy_data(const NpyData& d) {
   py::dtype dt = d.dtype == DType::F4   ? py::dtype::of<float>()
                  : d.dtype == DType::F8 ? py::dtype::of<double>()
                  : d.dtype == DType::I4 ? py::dtype::of<int32_t>()
+                 : d.dtype == DType::U1 ? py::dtype::of<uint8_t>()
                                         : py::dtype::of<int64_t>();
   std::vector<py::ssize_t> shape(d.shape.begin(), d.shape.end());
   py::array a(dt, shape);

@@ -111,6 +111,7 @@ Array<double> npy_as_double(const NpyData& d) {
       case DType::F8: { std::memcpy(&a.data[i], b, 8); break; }
       case DType::I4: { int32_t v; std::memcpy(&v, b, 4); a.data[i] = v; break; }
       case DType::I8: { int64_t v; std::memcpy(&v, b, 8); a.data[i] = static_cast<double>(v); break; }
+      case DType::U1: a.data[i] = *b; break;
     }
   }
   return a;

@@ -13,10 +13,11 @@ const char* dtype_name(DType d) {
     case DType::F8: return "<f8";
     case DType::I4: return "<i4";
     case DType::I8: return "<i8";
+    case DType::U1: return "|u1";
   }
   return "?";
 }
-size_t dtype_size(DType d) { return (d == DType::F4 || d == DType::I4) ? 4 : 8; }
+size_t dtype_size(DType d) { return d == DType::U1 ? 1 : (d == DType::F4 || d == DType::I4) ? 4 : 8; }
 
 namespace {
 
@@ -45,7 +46,7 @@ DType parse_descr(std::string v, const std::string& what) {
   require(v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front(),
           "{}: descr {} is not a quoted string", what, v);
   v = v.substr(1, v.size() - 2);
-  require(v.size() == 3, "{}: unsupported dtype '{}' (supported: <f4 <f8 <i4 <i8)", what, v);
+  require(v.size() == 3, "{}: unsupported dtype '{}' (supported: <f4 <f8 <i4 <i8 |u1)", what, v);
   require(v[0] == '<' || v[0] == '|' || v[0] == '=',
           "{}: byte order '{}' in dtype '{}' is not supported (little-endian only)", what, v[0], v);
   const std::string t = v.substr(1);
@@ -53,7 +54,8 @@ DType parse_descr(std::string v, const std::string& what) {
   if (t == "f8") return DType::F8;
   if (t == "i4") return DType::I4;
   if (t == "i8") return DType::I8;
-  throw Error(what + ": unsupported dtype '" + v + "' (supported: <f4 <f8 <i4 <i8)");
+  if (t == "u1") return DType::U1;  // one byte: no byte order ('|', numpy's, or '<' / '=')
+  throw Error(what + ": unsupported dtype '" + v + "' (supported: <f4 <f8 <i4 <i8 |u1)");
 }
 
 Shape parse_shape(const std::string& v, const std::string& what) {

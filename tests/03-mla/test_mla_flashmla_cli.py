@@ -2,8 +2,11 @@
 """Stage 03 in FlashMLA's interface through the `ladder` binary and Python: `ladder flashmla write` writes a case
 in FlashMLA's layouts (s_q = 2, causal), the flash_mla rung's o, lse (`ladder flashmla flash`, two split sizes)
 pass `ladder check 03-mla/flashmla` (exit 0, FlashMLA's cos_diff printed beside the verdict); mutants fail (exit
-1): lse in log2, o written [h_q, s_q] into the [s_q, h_q] buffer, the causal flag ignored. With the Python
-module's folder given, ladder.flashmla_check gives the same verdict on the same files.
+1): lse in log2, o written [h_q, s_q] into the [s_q, h_q] buffer, the causal flag ignored. The FP8 "with scale"
+cache (`write --kv-fp8`: uint8 [num_blocks, 64, 1, 656]) and sparse decode (`--topk`) the same, with the planted
+bugs of `flash --plant` failing; sparse prefill (`prefill-write`, `prefill-flash`): the rung passes, lse in ln where
+log2 is promised and the planted bugs fail. With the Python module's folder given, ladder.flashmla_check and
+ladder.flashmla_sparse_prefill_check give the same verdicts on the same files.
 
     test_mla_flashmla_cli.py path/to/ladder [path/to/build/python]
 """
@@ -65,9 +68,80 @@ with tempfile.TemporaryDirectory() as tmp:
     verdicts[nc] = False
     # A wrong layout name is refused naming the layouts (exit 2).
     expect("unknown layout", ["check", "03-mla/flashmlx", case, good, "--output", "o,lse"], 2, "03-mla/flashmla")
+    # The FP8 "with scale" cache and sparse decode: the flash rung passes, each planted bug fails.
+    cases = {"fp8": (["--kv-fp8"], ["scale_neighbour", "rope_as_fp8", "scale_divide"]),
+             "sparse": (["--topk", "64"], ["invalid_as_row0", "dedup"]),
+             "fp8_sparse": (["--kv-fp8", "--topk", "64"], ["invalid_as_row0", "dedup", "scale_neighbour"])}
+    more = {}  # (case, candidate folder) -> CLI pass
+    for name, (flags, bugs) in cases.items():
+        cdir = j(tmp, "case_" + name)
+        expect(f"write {name}", ["flashmla", "write", "--out", cdir, "--seqlens", "130,77", "--s-q", "2", "--h-q", "8",
+                                 *flags], 0, "wrote")
+        if "--kv-fp8" in flags:
+            kc = np.load(j(cdir, "kcache.npy"))
+            ok = kc.dtype == np.uint8 and kc.shape[1:] == (64, 1, 656)
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: kcache {kc.dtype} {kc.shape} (656 bytes per token)")
+            failures += 0 if ok else 1
+        for bug in ["none", *bugs]:
+            out = j(tmp, f"{name}_{bug}")
+            expect(f"flash {name} --plant {bug}", ["flashmla", "flash", cdir, "--out", out, "--plant", bug], 0, "wrote")
+            want = bug == "none"
+            expect(f"check {name} {bug} {'passes' if want else 'fails'}",
+                   ["check", "03-mla/flashmla", cdir, out, "--output", "o,lse"], 0 if want else 1,
+                   "flashmla_cos_diff" if want else "FAIL")
+            more[(cdir, out)] = want
+    # Sparse prefill: base-2 lse and max_logits; lse in ln and the planted bugs fail.
+    pcase = j(tmp, "prefill")
+    expect("prefill-write", ["flashmla", "prefill-write", "--out", pcase, "--s-q", "4", "--s-kv", "200", "--topk", "64",
+                             "--h-q", "8"], 0, "wrote")
+    pre = {}
+    for bug in ("none", "invalid_as_row0", "dedup"):
+        out = j(tmp, f"prefill_{bug}")
+        expect(f"prefill-flash --plant {bug}", ["flashmla", "prefill-flash", pcase, "--out", out, "--plant", bug], 0,
+               "wrote")
+        want = bug == "none"
+        expect(f"check prefill {bug} {'passes' if want else 'fails'}",
+               ["check", "03-mla/flashmla_sparse_prefill", pcase, out, "--output", "out,max_logits,lse"],
+               0 if want else 1, "flashmla_cos_diff" if want else "FAIL")
+        pre[out] = want
+    ln = j(tmp, "prefill_lse_ln")
+    os.makedirs(ln)
+    good = j(tmp, "prefill_none")
+    for f in ("out", "max_logits"):
+        np.save(j(ln, f + ".npy"), np.load(j(good, f + ".npy")))
+    np.save(j(ln, "lse.npy"), np.load(j(good, "lse.npy")) * np.log(2.0))  # natural log where log2 is promised
+    expect("check prefill lse in ln fails", ["check", "03-mla/flashmla_sparse_prefill", pcase, ln, "--output",
+                                             "out,max_logits,lse"], 1, "FAIL")
+    pre[ln] = False
+    expect("prefill-flash refuses an FP8 bug", ["flashmla", "prefill-flash", pcase, "--out", j(tmp, "x"), "--plant",
+                                                "rope_as_fp8"], 2, "concerns FP8 records")
     if PYDIR:
         sys.path.insert(0, PYDIR)
         import ladder
+        for (cdir, d), want in more.items():
+            r = ladder.flashmla_check(cdir, np.load(j(d, "o.npy")), np.load(j(d, "lse.npy")))
+            ok = r["pass"] == want
+            print(f"{'ok  ' if ok else 'FAIL'} python agrees on {os.path.basename(d)}: pass={r['pass']}")
+            failures += 0 if ok else 1
+        # numpy arrays straight in: the FP8 records as a uint8 array, the sparse indices, params as keywords
+        import json
+        cdir = j(tmp, "case_fp8_sparse")
+        with open(j(cdir, "case.json")) as f:
+            params = json.load(f)["params"]
+        arrays = {n: np.load(j(cdir, n + ".npy")) for n in ("q", "kcache", "indices")}
+        for bug, want in (("none", True), ("dedup", False)):
+            d = j(tmp, f"fp8_sparse_{bug}")
+            r = ladder.flashmla_check(arrays, np.load(j(d, "o.npy")), np.load(j(d, "lse.npy")), **params)
+            ok = r["pass"] == want and arrays["kcache"].dtype == np.uint8
+            print(f"{'ok  ' if ok else 'FAIL'} python on numpy inputs (uint8 kcache, indices), {bug}: pass={r['pass']}")
+            failures += 0 if ok else 1
+        for d, want in pre.items():
+            r = ladder.flashmla_sparse_prefill_check(pcase, *(np.load(j(d, f + ".npy")) for f in ("out", "max_logits",
+                                                                                                   "lse")))
+            ok = r["pass"] == want
+            print(f"{'ok  ' if ok else 'FAIL'} python agrees on {os.path.basename(d)}: pass={r['pass']} "
+                  f"cos_diff(out)={r['out']['metrics'].get('flashmla_cos_diff')}")
+            failures += 0 if ok else 1
         for d, want in verdicts.items():
             r = ladder.flashmla_check(case, np.load(j(d, "o.npy")), np.load(j(d, "lse.npy")))
             ok = r["pass"] == want and "flashmla_cos_diff" in r["o"]["metrics"]

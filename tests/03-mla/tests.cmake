@@ -40,6 +40,12 @@ endif()
 ladder_add_test(test_03_mla_flashmla
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_flashmla.cpp
   LIBS ladder_core ladder_lab_oracle)
+# FlashMLA's FP8 "with scale" cache, sparse decode and sparse prefill (base-2 lse): the rung passes, the semantics
+# are pinned, the planted bugs (scale of the neighbouring group, RoPE as FP8, scale divided, -1 as row 0, dedup, lse
+# in ln) fail.
+ladder_add_test(test_03_mla_flashmla_sparse
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_flashmla_sparse.cpp
+  LIBS ladder_core)
 # The same through the `ladder` binary and Python: write, flash, check (exit 0); a mutant fails (exit 1); the
 # Python verdicts equal the CLI's.
 if(TARGET ladder)

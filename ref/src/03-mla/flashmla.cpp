@@ -10,21 +10,26 @@
 #include <cmath>
 #include <limits>
 
-#include "ladder/03-mla/flash.hpp"
-#include "ladder/03-mla/mla.hpp"
+#include "flashmla_rows.hpp"
+#include "ladder/07-precision/kv_quant.hpp"
 #include "ladder/core/rng.hpp"
 
 namespace ladder::mla {
 namespace {
 
+using flashmla_detail::Attn;
+using flashmla_detail::Pool;
+using flashmla_detail::Query;
+using precision::KvFormat;
+
 constexpr const char* kWho = "03-mla/flashmla";
 
 struct FlashIn {
   int64_t b = 0, s_q = 0, h_q = 0, d = 0, dv = 0;
-  bool causal = false;
-  Config cfg;              // n_heads = h_q, kv_lora_rank = dv, qk_rope = d - dv, softmax_scale
-  Array<float> q;          // [b, s_q, h_q, d]
-  PagedCache<float> cache; // blocks [num_blocks, page, d] (h_kv = 1 dropped), block_table, seqlens = cache_seqlens
+  bool causal = false, fp8 = false, sparse = false;
+  Array<float> q;  // [b, s_q, h_q, d]
+  Pool pool;       // the cache rows [num_blocks x page_block_size, d] (h_kv = 1 dropped)
+  Query query;     // per query token n = b s_q + i: the rows it attends
 };
 
 bool param_bool(const nlohmann::json& p, const char* name, bool fallback) {
@@ -39,17 +44,45 @@ double param_num(const nlohmann::json& p, const char* name, double fallback) {
   return p.at(name).get<double>();
 }
 
-FlashIn read(const Tensors& t, const nlohmann::json& params) {
+// The FP8 records [rows, bytes] dequantised: exactly for the oracle, fl32(code x scale) for a float32 kernel
+// (stage 07's dequantize_kv_row), or with a planted bug (the f32 values only; the flash rung reads those).
+void read_fp8(const NpyData& k, FlashIn& in, FlashMlaBug bug) {
+  const int64_t R = in.dv, rope = in.d - in.dv, G = R / 128;
+  require(R % 128 == 0, "{}: param head_dim_v = {} violates head_dim_v % 128 == 0 (an FP8 record keeps one scale per "
+          "128 latent values)", kWho, R);
+  const int64_t want = precision::kv_record_bytes(KvFormat::fp8_record, R, rope);
+  require(k.shape[3] == want, "{}: input kcache |u1 has {} bytes per token, violates head_dim_v + 4 head_dim_v/128 + "
+          "2 (d - head_dim_v) = {} (the FP8 with scale record)", kWho, k.shape[3], want);
+  Pool& p = in.pool;
+  for (int64_t i = 0; i < p.rows; ++i) {
+    const uint8_t* rec = &k.bytes[static_cast<size_t>(i * want)];
+    precision::KvRow r = precision::kv_fp8_record_read(rec, R, rope);
+    double* x = &p.exact[static_cast<size_t>(i * in.d)];
+    float* f = &p.f32[static_cast<size_t>(i * in.d)];
+    for (int64_t c = 0; c < in.d; ++c)
+      x[c] = precision::kv_code_value(r, KvFormat::fp8_record, R, c) * precision::kv_scale(r, KvFormat::fp8_record, R, c);
+    precision::dequantize_kv_row(r, R, rope, KvFormat::fp8_record, f);
+    if (bug == FlashMlaBug::scale_neighbour)
+      for (int64_t c = 0; c < R; ++c) f[c] = formats::from_e4m3(r.codes[c]) * r.scales[(c / 128 + 1) % G];
+    if (bug == FlashMlaBug::scale_divide)
+      for (int64_t c = 0; c < R; ++c) f[c] = formats::from_e4m3(r.codes[c]) / r.scales[c / 128];
+    if (bug == FlashMlaBug::rope_as_fp8)  // the RoPE field's first bytes taken as E4M3 codes, unscaled
+      for (int64_t c = 0; c < rope; ++c) f[R + c] = formats::from_e4m3(rec[R + 4 * G + c]);
+  }
+}
+
+FlashIn read(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug = FlashMlaBug::none) {
   FlashIn in;
   in.q = from_npy<float>(tensor(t, "q", kWho), "input q");
-  const Array<float> k = from_npy<float>(tensor(t, "kcache", kWho), "input kcache");
+  const NpyData& k = tensor(t, "kcache", kWho);
   require(in.q.shape.size() == 4, "{}: input q has shape {}, violates [b, s_q, h_q, d]", kWho, shape_str(in.q.shape));
   require(k.shape.size() == 4, "{}: input kcache has shape {}, violates [num_blocks, page_block_size, h_kv, d]", kWho,
           shape_str(k.shape));
   require(k.shape[2] == 1, "{}: input kcache has h_kv = {}, violates h_kv = 1 (MLA: one latent head)", kWho,
           k.shape[2]);
   in.b = in.q.shape[0], in.s_q = in.q.shape[1], in.h_q = in.q.shape[2], in.d = in.q.shape[3];
-  require(k.shape[3] == in.d, "{}: input kcache has d = {} where q has d = {}", kWho, k.shape[3], in.d);
+  in.fp8 = k.dtype == DType::U1;
+  require(in.fp8 || k.shape[3] == in.d, "{}: input kcache has d = {} where q has d = {}", kWho, k.shape[3], in.d);
   in.dv = static_cast<int64_t>(param_num(params, "head_dim_v", 512));
   require(in.dv >= 1 && in.dv < in.d, "{}: param head_dim_v = {} violates 1 <= head_dim_v < d = {}", kWho, in.dv, in.d);
   in.causal = param_bool(params, "causal", false);  // flash_mla_with_kvcache's default
@@ -58,85 +91,112 @@ FlashIn read(const Tensors& t, const nlohmann::json& params) {
   if (params.is_object() && params.contains("num_splits"))  // a scheduling choice: accepted, changes nothing
     require(params.at("num_splits").is_number_integer() && params.at("num_splits").get<int64_t>() >= 1,
             "{}: param num_splits = {} violates integer >= 1", kWho, params.at("num_splits").dump());
-  in.cfg.n_heads = in.h_q;
-  in.cfg.kv_lora_rank = in.dv;
-  in.cfg.qk_rope = in.d - in.dv;
-  in.cfg.qk_nope = in.dv;  // not read: q_head() only sets the default scale, which is 1/sqrt(d) here
-  in.cfg.softmax_scale = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d));
-  in.cache.block_size = k.shape[1];
-  in.cache.blocks = Array<float>({k.shape[0], k.shape[1], in.d});
-  in.cache.blocks.data = k.data;
+  const int64_t page = k.shape[1], nb = k.shape[0];
+  Pool& p = in.pool;
+  p.rows = nb * page, p.d = in.d;
+  p.exact.resize(static_cast<size_t>(p.rows * in.d));
+  p.f32.resize(p.exact.size());
+  if (in.fp8) {
+    read_fp8(k, in, bug);
+  } else {
+    const Array<float> kf = from_npy<float>(k, "input kcache");
+    std::copy(kf.data.begin(), kf.data.end(), p.f32.begin());
+    std::copy(kf.data.begin(), kf.data.end(), p.exact.begin());
+  }
+  Query& qy = in.query;
+  qy.q = in.q.data.data(), qy.N = in.b * in.s_q, qy.H = in.h_q, qy.D = in.d, qy.R = in.dv;
+  qy.scale = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d));
+  in.sparse = t.count("indices") > 0;
+  if (in.sparse) {  // sparse decode: the indices name physical rows; block_table and cache_seqlens are not read
+    require(!in.causal, "{}: param causal = true violates false with input indices (sparse decode: the indices say "
+            "which rows each query token sees)", kWho);
+    const Array<int64_t> idx = npy_as_int64(t.at("indices"), "input indices");
+    require(idx.shape.size() == 3 && idx.shape[0] == in.b && idx.shape[1] == in.s_q,
+            "{}: input indices has shape {}, violates [b = {}, s_q = {}, topk]", kWho, shape_str(idx.shape), in.b, in.s_q);
+    const int64_t K = idx.shape[2];
+    for (int64_t n = 0; n < qy.N; ++n) {
+      std::vector<int64_t> rows;
+      for (int64_t k2 = 0; k2 < K; ++k2) {
+        int64_t v = idx.data[n * K + k2];
+        require(v >= -1 && v < p.rows, "{}: input indices[{}, {}, {}] = {} violates -1 (invalid) or 0 <= index < "
+                "num_blocks x page_block_size = {}", kWho, n / in.s_q, n % in.s_q, k2, v, p.rows);
+        if (v == -1 && bug == FlashMlaBug::invalid_as_row0) v = 0;
+        if (v == -1 || (bug == FlashMlaBug::dedup && std::find(rows.begin(), rows.end(), v) != rows.end())) continue;
+        rows.push_back(v);
+      }
+      require(!rows.empty(), "{}: input indices[{}, {}, :] has no valid entry (FlashMLA gives such a token o = 0, lse "
+              "= +inf; not judged here)", kWho, n / in.s_q, n % in.s_q);
+      qy.rows.push_back(std::move(rows));
+    }
+    return in;
+  }
+  // Dense: stage 03's q_lens semantics (contract.cpp, per_token): query token i of sequence b is a decode step of its
+  // own over the same pages, seeing cache_seqlens[b] - s_q + i + 1 rows when causal, all of them otherwise.
   const Array<int64_t> table = npy_as_int64(tensor(t, "block_table", kWho), "input block_table");
   const Array<int64_t> lens = npy_as_int64(tensor(t, "cache_seqlens", kWho), "input cache_seqlens");
   require(lens.shape == std::vector<int64_t>{in.b}, "{}: input cache_seqlens has shape {}, violates [b = {}]", kWho,
           shape_str(lens.shape), in.b);
   require(table.shape.size() == 2 && table.shape[0] == in.b,
           "{}: input block_table has shape {}, violates [b = {}, max_blocks]", kWho, shape_str(table.shape), in.b);
-  in.cache.block_table = Array<int32_t>(table.shape);
-  for (size_t i = 0; i < table.data.size(); ++i) in.cache.block_table.data[i] = static_cast<int32_t>(table.data[i]);
-  in.cache.seqlens = lens.data;
-  for (int64_t b = 0; b < in.b && in.causal; ++b)
-    require(lens.data[b] >= in.s_q, "{}: input cache_seqlens[{}] = {} violates >= s_q = {} (causal: the s_q query "
-            "tokens' own rows are cached)", kWho, b, lens.data[b], in.s_q);
-  check_paged(in.cache, in.cfg, kWho);
+  const int64_t W = table.shape[1];
+  for (int64_t b = 0; b < in.b; ++b) {
+    const int64_t L = lens.data[b];
+    require(L >= 1, "{}: input cache_seqlens[{}] = {} violates >= 1", kWho, b, L);
+    require(!in.causal || L >= in.s_q, "{}: input cache_seqlens[{}] = {} violates >= s_q = {} (causal: the s_q query "
+            "tokens' own rows are cached)", kWho, b, L, in.s_q);
+    require(blocks_for(L, page) <= W, "{}: input cache_seqlens[{}] = {} needs {} blocks, violates <= block_table "
+            "columns = {}", kWho, b, L, blocks_for(L, page), W);
+    for (int64_t i = 0; i < blocks_for(L, page); ++i)
+      require(table.data[b * W + i] >= 0 && table.data[b * W + i] < nb, "{}: input block_table[{}, {}] = {} violates "
+              "0 <= block < num_blocks = {}", kWho, b, i, table.data[b * W + i], nb);
+    for (int64_t i = 0; i < in.s_q; ++i) {
+      const int64_t seen = in.causal ? L - in.s_q + i + 1 : L;
+      std::vector<int64_t> rows(static_cast<size_t>(seen));
+      for (int64_t j = 0; j < seen; ++j) rows[j] = table.data[b * W + j / page] * page + j % page;
+      qy.rows.push_back(std::move(rows));
+    }
+  }
   return in;
 }
 
-// Stage 03's q_lens semantics (contract.cpp, per_token): query token i of sequence b is a decode step of its
-// own over the same pages, seeing cache_seqlens[b] - s_q + i + 1 rows when causal, all of them otherwise.
+// Attention over each token's rows (flashmla_rows.hpp), laid out as FlashMLA returns it: o [b, s_q, h_q, dv] as
+// computed ([N, H, R] with N = b s_q), lse [N, H] transposed to [b, h_q, s_q].
 template <class T>
-PagedCache<T> per_query_token(const FlashIn& in) {
-  PagedCache<T> c = cast_cache<T>(in.cache);
-  const int64_t W = c.block_table.shape[1];
-  Array<int32_t> table({in.b * in.s_q, W});
-  std::vector<int64_t> seen;
-  for (int64_t b = 0; b < in.b; ++b)
-    for (int64_t i = 0; i < in.s_q; ++i) {
-      std::copy_n(&in.cache.block_table.data[b * W], W, &table.data[(b * in.s_q + i) * W]);
-      seen.push_back(in.causal ? in.cache.seqlens[b] - in.s_q + i + 1 : in.cache.seqlens[b]);
-    }
-  c.block_table = std::move(table);
-  c.seqlens = std::move(seen);
-  return c;
+Tensors layout(const FlashIn& in, Attn<T> a) {
+  Array<T> lse({in.b, in.h_q, in.s_q});
+  for (int64_t n = 0; n < in.b * in.s_q; ++n)
+    for (int64_t h = 0; h < in.h_q; ++h)
+      lse.data[((n / in.s_q) * in.h_q + h) * in.s_q + n % in.s_q] = a.lse.data[n * in.h_q + h];
+  a.o.shape = {in.b, in.s_q, in.h_q, in.dv};
+  return {{"o", to_npy(a.o)}, {"lse", to_npy(lse)}};
 }
 
-// Stage 03's absorbed attention at T on the adapted inputs: scaled scores q.row over the rows each token sees,
-// lse by logsumexp_rows (the oracle's form, mla.hpp), o^lat = sum_j e^{s_j - lse} row_j[:dv]; FlashMLA's layouts.
 template <class T>
 Tensors attend(const FlashIn& in) {
-  const PagedCache<T> c = per_query_token<T>(in);
-  const int64_t N = in.b * in.s_q, H = in.h_q, D = in.d, R = in.dv, Lmax = c.max_len();
-  const T scale = static_cast<T>(in.cfg.scale());
-  Array<T> scores({N, H, Lmax});
-  std::fill(scores.data.begin(), scores.data.end(), -std::numeric_limits<T>::infinity());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t j = 0; j < c.seqlens[n]; ++j) {
-      const T* row = c.row(n, j);
-      for (int64_t h = 0; h < H; ++h) {
-        const float* q = &in.q.data[(n * H + h) * D];
-        T dot = 0;
-        for (int64_t k = 0; k < D; ++k) dot += static_cast<T>(q[k]) * row[k];
-        scores.data[(n * H + h) * Lmax + j] = scale * dot;
-      }
-    }
-  const Array<T> lse_nh = logsumexp_rows(scores, c.seqlens);  // [N, H]
-  Array<T> o({in.b, in.s_q, H, R}), lse({in.b, H, in.s_q});
-  std::fill(o.data.begin(), o.data.end(), T(0));
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h) {
-      const T l = lse_nh.data[n * H + h];
-      T* out = &o.data[(n * H + h) * R];
-      for (int64_t j = 0; j < c.seqlens[n]; ++j) {
-        const T w = std::exp(scores.data[(n * H + h) * Lmax + j] - l);
-        const T* row = c.row(n, j);
-        for (int64_t r = 0; r < R; ++r) out[r] += w * row[r];
-      }
-      lse.data[((n / in.s_q) * H + h) * in.s_q + n % in.s_q] = l;  // [b, h_q, s_q]
-    }
-  return {{"o", to_npy(o)}, {"lse", to_npy(lse)}};
+  return layout(in, flashmla_detail::attend_rows<T>(in.query, in.pool));
 }
 
 }  // namespace
+
+const char* flashmla_bug_name(FlashMlaBug b) {
+  switch (b) {
+    case FlashMlaBug::none: return "none";
+    case FlashMlaBug::scale_neighbour: return "scale_neighbour";
+    case FlashMlaBug::rope_as_fp8: return "rope_as_fp8";
+    case FlashMlaBug::scale_divide: return "scale_divide";
+    case FlashMlaBug::invalid_as_row0: return "invalid_as_row0";
+    case FlashMlaBug::dedup: return "dedup";
+  }
+  return "?";
+}
+
+FlashMlaBug flashmla_bug(const std::string& name) {
+  for (FlashMlaBug b : {FlashMlaBug::none, FlashMlaBug::scale_neighbour, FlashMlaBug::rope_as_fp8,
+                        FlashMlaBug::scale_divide, FlashMlaBug::invalid_as_row0, FlashMlaBug::dedup})
+    if (name == flashmla_bug_name(b)) return b;
+  throw Error(fmt::format("--plant {}: no such bug (bugs: none, scale_neighbour, rope_as_fp8, scale_divide, "
+                          "invalid_as_row0, dedup)", name));
+}
 
 Tensors flashmla_inputs(const FlashMlaSpec& s) {
   require(s.d > s.dv && s.dv >= 1 && s.s_q >= 1 && s.h_q >= 1 && !s.seqlens.empty(), "{}: spec violates d > dv >= 1, "
@@ -162,33 +222,48 @@ Tensors flashmla_inputs(const FlashMlaSpec& s) {
     for (int64_t r = (s.seqlens[b] - 1) % bs + 1; r < bs; ++r)
       std::fill_n(&k.data[(last * bs + r) * s.d], s.d, std::numeric_limits<float>::quiet_NaN());
   }
-  return {{"q", to_npy(q)}, {"kcache", to_npy(k)}, {"block_table", to_npy(table)}, {"cache_seqlens", to_npy(lens)}};
+  Tensors t{{"q", to_npy(q)}, {"kcache", to_npy(k)}, {"block_table", to_npy(table)}, {"cache_seqlens", to_npy(lens)}};
+  if (s.kv_fp8) {  // each row as stage 07's kv_fp8 record; rows past L_b: all bytes 0xFF (E4M3, scales, bf16: NaN)
+    const int64_t R = s.dv, rope = s.d - s.dv, rb = precision::kv_record_bytes(KvFormat::fp8_record, R, rope);
+    NpyData rec{DType::U1, {nb, bs, 1, rb}, std::vector<unsigned char>(static_cast<size_t>(nb * bs * rb), 0xFF)};
+    for (int64_t i = 0; i < nb * bs; ++i)
+      if (std::isfinite(k.data[i * s.d]))
+        precision::kv_fp8_record_write(precision::quantize_kv_row(&k.data[i * s.d], R, rope, KvFormat::fp8_record), R,
+                                       rope, &rec.bytes[static_cast<size_t>(i * rb)]);
+    t["kcache"] = std::move(rec);
+  }
+  if (s.topk > 0) {  // FlashMLA's indices_in_kvcache: a logical row's block from the table x 64 + its offset
+    Array<int32_t> idx({B, s.s_q, s.topk});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < s.s_q; ++i) {
+        int32_t* e = &idx.data[(b * s.s_q + i) * s.topk];
+        const int64_t seen = std::max<int64_t>(1, s.seqlens[b] - s.s_q + i + 1);
+        for (int64_t k2 = 0; k2 < s.topk; ++k2) {
+          const int64_t j = static_cast<int64_t>(rng.uniform_int(static_cast<uint64_t>(seen)));
+          e[k2] = static_cast<int32_t>(table.data[b * W + j / bs] * bs + j % bs);
+        }
+        if (s.topk >= 3) e[s.topk - 2] = -1, e[s.topk - 1] = e[0];  // one invalid entry, one duplicate at least
+      }
+    t["indices"] = to_npy(idx);
+  }
+  return t;
 }
 
 nlohmann::json flashmla_params(const FlashMlaSpec& s) {
-  return {{"causal", s.causal}, {"head_dim_v", s.dv},
+  return {{"causal", s.causal && s.topk == 0}, {"head_dim_v", s.dv},
           {"softmax_scale", s.softmax_scale > 0 ? s.softmax_scale : 1.0 / std::sqrt(static_cast<double>(s.d))}};
 }
 
-Tensors flashmla_run_flash(const Tensors& t, const nlohmann::json& params, int64_t split_blocks) {
+Tensors flashmla_run_flash(const Tensors& t, const nlohmann::json& params, int64_t split_blocks, FlashMlaBug bug) {
   require(split_blocks >= 1, "{}: split_blocks = {} violates >= 1", kWho, split_blocks);
-  const FlashIn in = read(t, params);
-  const PagedCache<float> c = per_query_token<float>(in);
-  const int64_t H = in.h_q, D = in.d, R = in.dv, bs = c.block_size;
-  Array<float> o({in.b, in.s_q, H, R}), lse({in.b, H, in.s_q});
-  for (int64_t n = 0; n < in.b * in.s_q; ++n) {
-    const int64_t splits = (blocks_for(c.seqlens[n], bs) + split_blocks - 1) / split_blocks;
-    std::vector<float> o_parts(static_cast<size_t>(splits * H * R)), lse_parts(static_cast<size_t>(splits * H)),
-        lse_n(static_cast<size_t>(H));
-    const ConstMatMap<float> Q(&in.q.data[n * H * D], H, D);
-    for (int64_t s = 0; s < splits; ++s) {
-      const int64_t j0 = s * split_blocks * bs, j1 = std::min(c.seqlens[n], j0 + split_blocks * bs);
-      flash_split(in.cfg, Q, c, n, j0, j1, &o_parts[s * H * R], &lse_parts[s * H]);
-    }
-    flash_combine(splits, H, R, o_parts.data(), lse_parts.data(), &o.data[n * H * R], lse_n.data());
-    for (int64_t h = 0; h < H; ++h) lse.data[((n / in.s_q) * H + h) * in.s_q + n % in.s_q] = lse_n[h];
-  }
-  return {{"o", to_npy(o)}, {"lse", to_npy(lse)}};
+  const FlashIn in = read(t, params, bug);
+  const bool fp8_bug = bug == FlashMlaBug::scale_neighbour || bug == FlashMlaBug::rope_as_fp8 ||
+                       bug == FlashMlaBug::scale_divide;
+  require(!fp8_bug || in.fp8, "{}: bug {} concerns FP8 records; this case's kcache is float32", kWho,
+          flashmla_bug_name(bug));
+  require(fp8_bug || bug == FlashMlaBug::none || in.sparse, "{}: bug {} concerns indices; this case is dense", kWho,
+          flashmla_bug_name(bug));
+  return layout(in, flashmla_detail::flash_rows(in.query, in.pool, split_blocks));
 }
 
 double flashmla_cos_diff(const Array<double>& x, const Array<double>& y) {
@@ -206,12 +281,18 @@ Contract contract_03_mla_flashmla() {
   using namespace mla;
   Contract c;
   c.stage = kFlashMlaLayout;
-  c.doc = "FlashMLA's decode call flash_mla_with_kvcache (dense, no FP8): stage 03's absorbed attention in FlashMLA's "
-          "layouts (bf16 on a GPU; <f4 files here)";
+  c.doc = "FlashMLA's decode call flash_mla_with_kvcache (dense or sparse with indices; kcache <f4 or FP8 with scale): "
+          "stage 03's absorbed attention in FlashMLA's layouts (bf16 on a GPU; <f4 files here)";
   c.inputs = {{"q", "<f4", "[b, s_q, h_q, d]", "the absorbed queries [q_abs | q^R] (d = 576 in DeepSeek)"},
-              {"kcache", "<f4", "[num_blocks, page_block_size, h_kv = 1, d]", "the paged latent cache [c^KV | k^R]"},
-              {"block_table", "<i4|<i8", "[b, max_blocks]", "block of each page of each sequence (unused: any)"},
-              {"cache_seqlens", "<i4|<i8", "[b]", "cache length of each sequence, its s_q query tokens included"}};
+              {"kcache", "<f4||u1", "[num_blocks, page_block_size, h_kv = 1, d | 656]",
+               "the paged latent cache [c^KV | k^R]; |u1: FP8 with scale records (dv E4M3, dv/128 fp32 scales, "
+               "bf16 RoPE)"},
+              {"block_table", "<i4|<i8", "[b, max_blocks]",
+               "block of each page of each sequence (unused: any); dense only, not read with indices", true},
+              {"cache_seqlens", "<i4|<i8", "[b]",
+               "cache length of each sequence, its s_q query tokens included; dense only, not read with indices", true},
+              {"indices", "<i4|<i8", "[b, s_q, topk]", "sparse decode: rows block x page_block_size + offset, -1 "
+               "invalid; duplicates count as often as listed (absent: dense)", true}};
   c.params = {{"causal", "boolean", "mask aligned bottom right: token i sees rows j <= cache_seqlens - s_q + i "
                                     "(default false, as flash_mla_with_kvcache)"},
               {"head_dim_v", "integer", "dv: V = the first dv dims of a cache row (default 512)"},
@@ -224,8 +305,9 @@ Contract contract_03_mla_flashmla() {
                 Rule::max_abs, 2, "per-row statistics of one scale (score entries), as stage 03's lse", false, ""}};
   c.outputs[0].slice_axes = 2;  // (b, s_q): one token
   c.outputs[1].slice_axes = 2;  // (b, h_q)
-  c.oracle_doc = "stage 03's absorbed attention at float64 of the float32 inputs (scores, logsumexp_rows)";
-  c.baseline_doc = "the same at float32";
+  c.oracle_doc = "stage 03's absorbed attention at float64 of the float32 inputs or of the FP8 records dequantised "
+                 "exactly (code x scale in float64) (scores, logsumexp_rows)";
+  c.baseline_doc = "the same at float32 (FP8 records dequantised fl32(code x scale))";
   c.oracle = [](const Tensors& t, const nlohmann::json& p) { return attend<double>(read(t, p)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& p, DType prec) {
     const FlashIn in = read(t, p);

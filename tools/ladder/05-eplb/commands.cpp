@@ -48,6 +48,7 @@ double element_as_double(DType t, const unsigned char* b) {
       std::memcpy(&x, b, 8);
       return static_cast<double>(x);
     }
+    case DType::U1: return *b;
   }
   throw Error("eplb: unknown .npy dtype");
 }

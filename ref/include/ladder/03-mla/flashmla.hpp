@@ -21,12 +21,29 @@
 // so its bytes cannot depend on one (tests/03-mla/test_mla_flashmla.cpp checks params num_splits give the
 // same bytes); the flash_mla rung's float32 result on several split sizes passes the rule each time.
 //
+// The FP8 "with scale" cache (FlashMLA README, "FP8 KV Cache"; tests/quant.py): kcache may instead be |u1
+// [num_blocks, 64, 1, 656], each token's record 512 E4M3 latent values, 4 float32 scales (scale g for values
+// [128 g, 128 g + 128)), 64 bf16 RoPE values: stage 07's kv_fp8 record (07-precision/kv_quant.hpp, which
+// quantises and lays it out). The oracle dequantises every record exactly (code x scale in float64) and
+// attends at float64; the cache bytes ARE the case's input, so there is no quantisation error to carry (unlike
+// 07's kv_fp8 rung, judged against the unquantised cache): the usual rule applies, its float32 baseline
+// attending over fl32(code x scale), the one rounding a float32 kernel makes when it dequantises.
+//
+// Sparse decode (README, "Sparse Attention (indices tensor)"; tests/ref.py ref_sparse_attn_decode): an input
+// indices [b, s_q, topk], entry = physical block x 64 + offset (block_table already applied, so block_table and
+// cache_seqlens are not read), -1 = invalid; each query token attends over the listed rows only, no causal mask
+// (param causal must be false), lse in natural log as the dense call. A duplicated index counts as often as it
+// occurs: FlashMLA's reference gathers kv[indices] and softmaxes over all topk entries, and its sparse tests'
+// generators produce duplicates (tests/test_flash_mla_prefill.py). A token with no valid entry is refused (FlashMLA
+// defines o = 0, lse = +inf for it; no rule here judges an infinite lse).
+//
 // FlashMLA's own metric, reported beside the verdict (FlashMLA tests/test_flash_mla.py, cal_diff):
 //   cos_diff = 1 - 2 sum(x y) / sum(x x + y y), in float64 (flashmla_cos_diff).
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ladder/core/contract.hpp"
@@ -44,19 +61,49 @@ struct FlashMlaSpec {
   bool causal = true;
   double softmax_scale = 0;  // 0: 1/sqrt(d), FlashMLA's default
   uint64_t seed = 4101;
+  bool kv_fp8 = false;       // kcache as FP8 records |u1 [num_blocks, 64, 1, dv + 4 dv/128 + 2 (d - dv)]
+  int64_t topk = 0;          // > 0: sparse decode, indices [b, s_q, topk] (causal false; -1 entries, duplicates)
 };
 Tensors flashmla_inputs(const FlashMlaSpec& spec);
 nlohmann::json flashmla_params(const FlashMlaSpec& spec);
 
+// Bugs a port makes, planted in the flash rung's reading of the cache or of indices (a mutant candidate the checks
+// must reject): an FP8 record's scale taken from the neighbouring 128-group, its RoPE bytes read as E4M3 codes, its
+// scale divided instead of multiplied; an index -1 read as row 0; a duplicated index counted once.
+enum class FlashMlaBug { none, scale_neighbour, rope_as_fp8, scale_divide, invalid_as_row0, dedup };
+const char* flashmla_bug_name(FlashMlaBug b);
+FlashMlaBug flashmla_bug(const std::string& name);  // Error naming the known bugs
+
 // Stage 03's flash_mla rung (flash.hpp: flash_split per split of split_blocks pages, flash_combine by lse)
 // on FlashMLA's tensors at float32: {"o" <f4 [b, s_q, h_q, dv], "lse" <f4 [b, h_q, s_q]}.
-Tensors flashmla_run_flash(const Tensors& inputs, const nlohmann::json& params, int64_t split_blocks);
+Tensors flashmla_run_flash(const Tensors& inputs, const nlohmann::json& params, int64_t split_blocks,
+                           FlashMlaBug bug = FlashMlaBug::none);
 
 // FlashMLA's cosine difference of two tensors of the same size, in float64.
 double flashmla_cos_diff(const Array<double>& x, const Array<double>& y);
+
+// Sparse prefill, flash_mla_sparse_fwd (README "Sparse MLA Prefill" and its equivalent PyTorch code;
+// tests/test_flash_mla_prefill.py reference_torch): q [s_q, h_q, d_qk], kv [s_kv, h_kv = 1, d_qk], indices
+// [s_q, h_kv, topk] (entries < 0 or >= s_kv invalid), returning (out, max_logits, lse) with
+//   P = (q . kv[indices]) x sm_scale x log2(e),  max_logits = max P,  lse = log2 sum 2^P,  out = sum 2^(P - lse) kv[:d_v]
+// so max_logits and lse are in BASE 2 (log2 of the sum of e^{scaled score}, i.e. the natural lse / ln 2); out is
+// unaffected. The layout "03-mla/flashmla_sparse_prefill", defined in ref/src/03-mla/flashmla_sparse.cpp.
+inline constexpr const char* kFlashMlaSparsePrefillLayout = "03-mla/flashmla_sparse_prefill";
+
+struct FlashMlaPrefillSpec {
+  int64_t s_q = 6, s_kv = 300, h_q = 16, d = 576, dv = 512, topk = 96;
+  uint64_t seed = 4102;
+};
+Tensors flashmla_prefill_inputs(const FlashMlaPrefillSpec& spec);  // invalid entries (-1, >= s_kv) and duplicates
+nlohmann::json flashmla_prefill_params(const FlashMlaPrefillSpec& spec);
+// The flash_mla rung per query token on its listed rows at float32: {"out", "max_logits", "lse"} (base 2).
+// bug: invalid_as_row0 or dedup (the others concern FP8 records, which this kernel does not read).
+Tensors flashmla_prefill_run_flash(const Tensors& inputs, const nlohmann::json& params, int64_t split_blocks,
+                                   FlashMlaBug bug = FlashMlaBug::none);
 
 }  // namespace ladder::mla
 
 namespace ladder::stage_records {
 Contract contract_03_mla_flashmla();
+Contract contract_03_mla_flashmla_sparse_prefill();
 }  // namespace ladder::stage_records

@@ -23,6 +23,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,32 @@ inline float kv_scale(const KvRow& q, KvFormat f, int64_t R, int64_t c) {
 inline void dequantize_kv_row(const KvRow& q, int64_t R, int64_t rope, KvFormat f, float* out) {
   for (int64_t c = 0; c < R + rope; ++c)
     out[c] = static_cast<float>(kv_code_value(q, f, R, c)) * kv_scale(q, f, R, c);
+}
+
+// The kv_fp8 record as bytes, FlashMLA's "FP8 with scale" layout (deepseek-ai/FlashMLA README, "FP8 KV Cache";
+// tests/quant.py, V32_FP8Sparse): R E4M3 codes, then R/128 float32 scales (little-endian, scale g for values
+// [128 g, 128 g + 128)), then rope bf16 values (little-endian): kv_record_bytes(fp8_record, R, rope) bytes.
+inline void kv_fp8_record_write(const KvRow& q, int64_t R, int64_t rope, uint8_t* out) {
+  check_kv_dims(KvFormat::fp8_record, R, rope);
+  require(static_cast<int64_t>(q.codes.size()) == R && static_cast<int64_t>(q.scales.size()) == R / 128 &&
+              static_cast<int64_t>(q.rope.size()) == rope, "kv_fp8 record: a row of {} codes, {} scales, {} rope "
+          "values violates R = {}, R / 128, rope = {}", q.codes.size(), q.scales.size(), q.rope.size(), R, rope);
+  std::memcpy(out, q.codes.data(), static_cast<size_t>(R));
+  for (int64_t g = 0; g < R / 128; ++g) std::memcpy(out + R + 4 * g, &q.scales[static_cast<size_t>(g)], 4);
+  for (int64_t k = 0; k < rope; ++k) {
+    out[R + 4 * (R / 128) + 2 * k] = static_cast<uint8_t>(q.rope[static_cast<size_t>(k)] & 0xFF);
+    out[R + 4 * (R / 128) + 2 * k + 1] = static_cast<uint8_t>(q.rope[static_cast<size_t>(k)] >> 8);
+  }
+}
+inline KvRow kv_fp8_record_read(const uint8_t* in, int64_t R, int64_t rope) {
+  check_kv_dims(KvFormat::fp8_record, R, rope);
+  KvRow q{std::vector<uint8_t>(in, in + R), std::vector<float>(static_cast<size_t>(R / 128)),
+          std::vector<uint16_t>(static_cast<size_t>(rope))};
+  for (int64_t g = 0; g < R / 128; ++g) std::memcpy(&q.scales[static_cast<size_t>(g)], in + R + 4 * g, 4);
+  for (int64_t k = 0; k < rope; ++k)
+    q.rope[static_cast<size_t>(k)] = static_cast<uint16_t>(in[R + 4 * (R / 128) + 2 * k] |
+                                                           (in[R + 4 * (R / 128) + 2 * k + 1] << 8));
+  return q;
 }
 
 // e[c] = the bound on |candidate's value - x[c]| (header), checked against the format's a-priori bound.

@@ -1,7 +1,7 @@
 // ladder/core/npy.hpp -- .npy read/write (NumPy format 1.0/2.0/3.0), the golden files' format.
 //
 // Supported: little-endian '<f4' '<f8' '<i4' '<i8' (and '|' or '=' byte-order markers numpy writes on
-// little-endian machines), C order, any rank. Everything else -- big-endian, Fortran order, other
+// little-endian machines) and '|u1' (raw bytes: FlashMLA's FP8 cache records), C order, any rank. Everything else -- big-endian, Fortran order, other
 // dtypes, truncated or inconsistent files -- raises ladder::Error naming the file and what is wrong.
 // Spec: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html
 #pragma once
@@ -15,7 +15,7 @@
 
 namespace ladder {
 
-enum class DType { F4, F8, I4, I8 };
+enum class DType { F4, F8, I4, I8, U1 };  // U1: '|u1', bytes (an input only, never a float candidate)
 
 const char* dtype_name(DType d);  // "<f4" ...
 size_t dtype_size(DType d);
@@ -30,6 +30,8 @@ template <>
 constexpr DType dtype_of<int32_t>() { return DType::I4; }
 template <>
 constexpr DType dtype_of<int64_t>() { return DType::I8; }
+template <>
+constexpr DType dtype_of<uint8_t>() { return DType::U1; }
 
 struct NpyData {
   DType dtype{};
