@@ -1,0 +1,74 @@
+// ladder/04-moe/deepgemm.hpp -- stage 04's ragged dot in DeepGEMM's grouped-GEMM layouts: the layouts
+// "04-moe/deepgemm_contiguous" and "04-moe/deepgemm_masked", case contracts (core/contract.hpp) that
+// `ladder oracle|check|describe` and Python's ladder.check / ladder.deepgemm_check read like a stage's.
+// Defined in ref/src/04-moe/deepgemm.cpp.
+//
+// The facts, from DeepGEMM's README ("Interfaces": Notices, Grouped GEMMs (contiguous layout), (masked layout)):
+//   * NT: D = A @ B.T, A row-major [m, k], B [num_groups, n, k] (each expert's weight stored n by k);
+//     DeepGEMM groups only M: every expert has the same n and k.
+//   * contiguous (training forward, inference prefill): the experts' tokens concatenated along M, "each expert
+//     segment must be aligned to the GEMM M block size" (get_mk_alignment_for_contiguous_layout); a per-row
+//     int32 group index m_indices, -1 on the padding rows (DeepGEMM tests/test_core.py and generators.py build
+//     it so, and zero the padding rows of d before they compare: d's padding rows are unspecified there).
+//   * masked (decode, CUDA graphs, the CPU not knowing each expert's count): A [num_groups, max_m, k],
+//     D [num_groups, max_m, n], a per-group valid row count masked_m (int32); "the kernel computes only the
+//     valid portions"; expected_m is a performance hint.
+//
+// What ladder judges (the decision, written in chapters/04-moe/README.md "Checking a DeepGEMM port"):
+//   * valid rows: the tolerance rule per row (one token's output row, its own scale), k = 2;
+//   * contiguous padding rows, param padding_rows:
+//       "zero" (default): the case's A has zero padding rows, so whatever expert a kernel applies there the
+//         product is 0, and a kernel that skips them leaves a zero-initialised d (torch.zeros) as it was:
+//         a padding row must be exactly 0. A nonzero one is a row written where no row belongs (a store one
+//         row late, a segment shifted) and fails;
+//       "unjudged": as DeepGEMM's own tests (d allocated with torch.empty): padding rows not judged;
+//   * masked: rows at and past masked_m[g] are never judged (unspecified in DeepGEMM).
+// Unjudged elements take the oracle's value before the rule runs (Contract::unjudged); the report counts them.
+//
+// No second oracle: the oracle computes each valid row i of expert e as sum_k a[i, k] b[e, :, k] at float64
+// (k ascending, stage 04's gemm_fixed_order), the float32 baseline the same at float32; stage 04's ragged_dot rung, its rows
+// gathered by expert and scattered back into the layout (deepgemm_run_ragged), is the candidate computed
+// another way.
+//
+// DeepGEMM's own metric, reported beside the verdict, never part of it (DeepGEMM tests, calc_diff):
+//   calc_diff = 1 - 2 sum(x y) / sum(x x + y y), in float64 (core layout_cos_diff; FlashMLA's cal_diff too).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ladder/core/contract.hpp"
+
+namespace ladder::moe {
+
+inline constexpr const char* kDeepGemmContiguous = "04-moe/deepgemm_contiguous";
+inline constexpr const char* kDeepGemmMasked = "04-moe/deepgemm_masked";
+
+// A synthetic case: group_m[g] valid rows for expert g (zero-token experts and one past a block on purpose).
+struct DeepGemmSpec {
+  std::vector<int64_t> group_m = {0, 97, 1, 130, 40};
+  int64_t n = 72, k = 200;
+  int64_t block_m = 128;  // contiguous: the M alignment of every expert segment
+  int64_t max_m = 0;      // masked: rows per group buffer (0: the largest group_m + 5)
+  std::string padding_rows = "zero";  // contiguous: "zero" | "unjudged" (header comment)
+  uint64_t seed = 4104;
+};
+// Contiguous: a [m_sum, k] (padding rows zero), b [G, n, k], m_indices <i4 [m_sum] (-1 on padding rows).
+Tensors deepgemm_contiguous_inputs(const DeepGemmSpec& spec);
+// Masked: a [G, max_m, k] (every row random, as DeepGEMM's generator), b [G, n, k], masked_m <i4 [G].
+Tensors deepgemm_masked_inputs(const DeepGemmSpec& spec);
+nlohmann::json deepgemm_params(const DeepGemmSpec& spec, bool masked);
+
+// Stage 04's ragged_dot rung at float32 on the case's valid rows (gathered by expert, group_sizes counted),
+// scattered back into the layout `layout` (kDeepGemmContiguous | kDeepGemmMasked): {"d" <f4}; rows it has no
+// result for are 0.
+Tensors deepgemm_run_ragged(const std::string& layout, const Tensors& inputs, const nlohmann::json& params);
+
+}  // namespace ladder::moe
+
+namespace ladder::stage_records {
+Contract contract_04_moe_deepgemm_contiguous();
+Contract contract_04_moe_deepgemm_masked();
+}  // namespace ladder::stage_records
