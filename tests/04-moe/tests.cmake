@@ -14,3 +14,9 @@ if(TARGET ladder)
            $<TARGET_FILE:ladder> ${LADDER_ROOT}/data/golden/04-moe)
   set_tests_properties(cli_04_moe PROPERTIES LABELS unit)
 endif()
+# Stage 04 in DeepGEMM's grouped-GEMM layouts (04-moe/deepgemm_contiguous, 04-moe/deepgemm_masked): the ragged_dot
+# rung in each layout passes; mutants (padding row written, -1 taken as an expert, a segment shifted by a row, the
+# masked buffer read as packed, expected_m for masked_m) fail; unjudged rows unjudged; bad layouts refused.
+ladder_add_test(test_04_moe_deepgemm
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm.cpp
+  LIBS ladder_core)
