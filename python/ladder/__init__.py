@@ -27,7 +27,8 @@ import numpy as np
 from . import _ladder
 
 __all__ = ["rungs", "stages", "cost", "run", "softmax", "attention", "attention_backward", "eplb", "mla", "moe",
-           "step_time", "goodput", "describe", "oracle", "check", "golden", "version", "flashmla_check"]
+           "step_time", "goodput", "describe", "oracle", "check", "golden", "version", "flashmla_check",
+           "deepgemm_check"]
 
 version = _ladder.version
 
@@ -304,3 +305,19 @@ def flashmla_check(case_or_inputs, o, lse, **params):
     ro = check(FLASHMLA, case_or_inputs, o, output="o", **params)
     rl = check(FLASHMLA, case_or_inputs, lse, output="lse", **params)
     return {"pass": bool(ro["pass"] and rl["pass"]), "o": ro, "lse": rl}
+
+
+DEEPGEMM = {"contiguous": "04-moe/deepgemm_contiguous", "masked": "04-moe/deepgemm_masked"}
+
+
+def deepgemm_check(layout, case_or_inputs, d, **params):
+    """Judges a DeepGEMM grouped-GEMM candidate in DeepGEMM's own layouts (ladder/04-moe/deepgemm.hpp): layout
+    "contiguous" (a [m_sum, k], b [num_groups, n, k], m_indices [m_sum] with -1 on padding rows; params block_m,
+    padding_rows "zero" | "unjudged") or "masked" (a [num_groups, max_m, k], b, masked_m [num_groups]; rows past
+    masked_m not judged); d the output as a numpy array, against a case folder (`ladder deepgemm write`) or a dict of
+    the inputs. Returns the report dict; its metrics hold DeepGEMM's calc_diff ("deepgemm_calc_diff") beside the
+    verdict and "not_judged" (elements the layout leaves unspecified). The same rule as
+    `ladder check 04-moe/deepgemm_LAYOUT CASE DIR`."""
+    if layout not in DEEPGEMM:
+        raise ValueError(f"layout: {layout!r} is not one of {', '.join(DEEPGEMM)}")
+    return check(DEEPGEMM[layout], case_or_inputs, d, output="d", **params)

@@ -20,3 +20,14 @@ endif()
 ladder_add_test(test_04_moe_deepgemm
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm.cpp
   LIBS ladder_core)
+# The same through the `ladder` binary and Python: write, ragged, check (exit 0); mutants fail (exit 1); unjudged
+# rows pass; the Python verdicts equal the CLI's.
+if(TARGET ladder)
+  set(deepgemm_py "")
+  if(TARGET ladder_python)
+    set(deepgemm_py ${CMAKE_BINARY_DIR}/python)
+  endif()
+  add_test(NAME test_04_moe_deepgemm_cli COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm_cli.py
+           $<TARGET_FILE:ladder> ${deepgemm_py})
+  set_tests_properties(test_04_moe_deepgemm_cli PROPERTIES LABELS unit)
+endif()
