@@ -2,6 +2,7 @@
 // ragged dot in DeepGEMM's grouped-GEMM interface (ladder/04-moe/deepgemm.hpp says which facts come from where and
 // what ladder judges on padding rows and rows past masked_m).
 #include "ladder/04-moe/deepgemm.hpp"
+#include "deepgemm_in.hpp"
 
 #include <fmt/format.h>
 
@@ -12,18 +13,8 @@
 #include "ladder/core/gemm.hpp"
 #include "ladder/core/rng.hpp"
 
-namespace ladder::moe {
+namespace ladder::moe::detail {
 namespace {
-
-// One layout's tensors, read and validated: rows [R, k] of A (R = m_sum, or G max_m for masked), the expert of
-// each row (-1: none, a padding row or a row past masked_m), b [G, n, k].
-struct GroupedIn {
-  bool masked = false;
-  int64_t R = 0, G = 0, n = 0, k = 0, max_m = 0;
-  Array<float> a, b;
-  std::vector<int64_t> expert;  // [R]
-  bool padding_unjudged = false;
-};
 
 int64_t param_int(const std::string& who, const nlohmann::json& p, const char* name, int64_t fallback) {
   if (!p.is_object() || !p.contains(name)) return fallback;
@@ -31,6 +22,8 @@ int64_t param_int(const std::string& who, const nlohmann::json& p, const char* n
           who, name, p.at(name).dump());
   return p.at(name).get<int64_t>();
 }
+
+}  // namespace
 
 GroupedIn read(const std::string& who, bool masked, const Tensors& t, const nlohmann::json& params) {
   GroupedIn in;
@@ -85,6 +78,8 @@ GroupedIn read(const std::string& who, bool masked, const Tensors& t, const nloh
   return in;
 }
 
+namespace {
+
 // d [R, n] (masked: [G, max_m, n]) at T: each row with an expert, sum_k a b with k ascending (stage 04's GEMM order,
 // gemm_fixed_order, as a kernel's accumulator runs down k); others 0.
 template <class T>
@@ -105,10 +100,11 @@ Tensors grouped(const GroupedIn& in) {
   return {{"d", to_npy(d)}};
 }
 
-const char* who_of(bool masked) { return masked ? kDeepGemmMasked : kDeepGemmContiguous; }
+}  // namespace
 
-Contract grouped_contract(bool masked) {
-  const std::string who = who_of(masked);
+Contract grouped_contract(bool masked, bool fp8) {
+  const std::string who = fp8 ? (masked ? kDeepGemmMaskedFp8 : kDeepGemmContiguousFp8)
+                              : (masked ? kDeepGemmMasked : kDeepGemmContiguous);
   Contract c;
   c.stage = who;
   const std::string mrows = masked ? "[num_groups, max_m, k]" : "[m_sum, k]";
@@ -154,10 +150,15 @@ Contract grouped_contract(bool masked) {
   c.report_metrics = [](const std::string&, const Array<double>& e, const Array<double>& x) {
     return std::map<std::string, double>{{"deepgemm_calc_diff", layout_cos_diff(x, e)}};
   };
+  if (fp8) add_fp8(c, masked);
   return c;
 }
 
-}  // namespace
+}  // namespace ladder::moe::detail
+
+namespace ladder::moe {
+using detail::GroupedIn;
+using detail::read;
 
 Tensors deepgemm_contiguous_inputs(const DeepGemmSpec& s) {
   require(!s.group_m.empty() && s.n >= 1 && s.k >= 1 && s.block_m >= 1, "{}: spec violates num_groups, n, k, block_m "
@@ -250,7 +251,9 @@ Tensors deepgemm_run_ragged(const std::string& layout, const Tensors& t, const n
 
 namespace ladder::stage_records {
 
-Contract contract_04_moe_deepgemm_contiguous() { return moe::grouped_contract(false); }
-Contract contract_04_moe_deepgemm_masked() { return moe::grouped_contract(true); }
+Contract contract_04_moe_deepgemm_contiguous() { return moe::detail::grouped_contract(false, false); }
+Contract contract_04_moe_deepgemm_masked() { return moe::detail::grouped_contract(true, false); }
+Contract contract_04_moe_deepgemm_contiguous_fp8() { return moe::detail::grouped_contract(false, true); }
+Contract contract_04_moe_deepgemm_masked_fp8() { return moe::detail::grouped_contract(true, true); }
 
 }  // namespace ladder::stage_records

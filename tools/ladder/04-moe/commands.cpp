@@ -2,12 +2,13 @@
 // (the layout contracts "04-moe/deepgemm_contiguous" and "04-moe/deepgemm_masked", ladder/04-moe/deepgemm.hpp).
 //
 //   ladder deepgemm write --layout contiguous|masked --out DIR [--group-m 0,97,1,130,40] [--n 72] [--k 200]
-//                         [--block-m 128] [--padding-rows zero|unjudged] [--max-m N] [--seed N]
-//                                   a case in DeepGEMM's layout: a, b, m_indices (or masked_m), params (case.json)
-//                                   and the expected d (fp64)
+//                         [--block-m 128] [--padding-rows zero|unjudged] [--max-m N] [--fp8 [--scales fp32|ue8m0]]
+//                         [--seed N]
+//                                   a case in DeepGEMM's layout: a, b, m_indices (or masked_m), with --fp8 also the
+//                                   scales sa, sb; params (case.json) and the expected d (fp64)
 //   ladder deepgemm ragged CASE_DIR --out DIR
-//                                   stage 04's ragged_dot rung on the case at float32, written into the layout:
-//                                   DIR/d.npy, a candidate computed another way
+//                                   stage 04's ragged_dot rung on the case at float32 (an FP8 case: stage 07's
+//                                   fp8_block rung per expert), written into the layout: DIR/d.npy
 // A candidate (yours, or the ragged rung's) is judged like any stage's output, DeepGEMM's calc_diff beside:
 //   ladder check 04-moe/deepgemm_contiguous CASE_DIR DIR        (DIR/d.npy; or the .npy itself)
 #include <fmt/format.h>
@@ -44,8 +45,9 @@ std::vector<int64_t> counts(const std::string& s) {
   return v;
 }
 
-std::string layout_id(const std::string& layout) {
+std::string layout_id(const std::string& layout, bool fp8) {
   require(layout == "contiguous" || layout == "masked", "--layout {} violates contiguous | masked", layout);
+  if (fp8) return layout == "masked" ? moe::kDeepGemmMaskedFp8 : moe::kDeepGemmContiguousFp8;
   return layout == "masked" ? moe::kDeepGemmMasked : moe::kDeepGemmContiguous;
 }
 
@@ -58,6 +60,7 @@ void commands_04_moe(CLI::App& app) {
   struct W {
     std::string out, layout = "contiguous", group_m = "0,97,1,130,40";
     moe::DeepGemmSpec spec;
+    bool fp8 = false;
   };
   auto w = std::make_shared<W>();
   auto* wr = top->add_subcommand("write", "write a case in a DeepGEMM layout with its fp64 expected d");
@@ -72,18 +75,22 @@ void commands_04_moe(CLI::App& app) {
   wr->add_option("--padding-rows", w->spec.padding_rows, "contiguous: zero (d's padding rows must stay 0) | unjudged")
       ->capture_default_str();
   wr->add_option("--max-m", w->spec.max_m, "masked: rows per group (0: the largest --group-m + 5)")->capture_default_str();
+  wr->add_flag("--fp8", w->fp8, "E4M3 values with 1 x 128 / 128 x 128 scales (layout 04-moe/deepgemm_LAYOUT_fp8)");
+  wr->add_option("--scales", w->spec.scales, "with --fp8: fp32 | ue8m0 (powers of two)")->capture_default_str();
   wr->add_option("--seed", w->spec.seed, "RNG seed")->capture_default_str();
   wr->callback([w] {
     require(!fs::exists(w->out) || fs::is_directory(w->out), "--out {}: exists and is not a folder", w->out);
-    const std::string id = layout_id(w->layout);
-    const bool masked = id == moe::kDeepGemmMasked;
+    const std::string id = layout_id(w->layout, w->fp8);
+    const bool masked = w->layout == "masked";
     w->spec.group_m = counts(w->group_m);
     const Contract& c = contract(id);
-    const Tensors in = masked ? moe::deepgemm_masked_inputs(w->spec) : moe::deepgemm_contiguous_inputs(w->spec);
-    const nlohmann::json params = moe::deepgemm_params(w->spec, masked);
+    const Tensors in = w->fp8 ? moe::deepgemm_fp8_inputs(w->spec, masked)
+                       : masked ? moe::deepgemm_masked_inputs(w->spec) : moe::deepgemm_contiguous_inputs(w->spec);
+    const nlohmann::json params = w->fp8 ? moe::deepgemm_fp8_params(w->spec, masked) : moe::deepgemm_params(w->spec, masked);
     write_case(c, w->out, in, params, run_oracle(c, in, params));
-    fmt::print("wrote a {} case to {} (run your kernel on a, b, {} with case.json's params{}; check with `ladder check "
-               "{} {} DIR` where DIR holds d.npy)\n", c.stage, w->out, masked ? "masked_m" : "m_indices",
+    fmt::print("wrote a {} case to {} (run your kernel on a, b, {}{} with case.json's params{}; check with `ladder "
+               "check {} {} DIR` where DIR holds d.npy)\n", c.stage, w->out, masked ? "masked_m" : "m_indices",
+               w->fp8 ? ", sa, sb" : "",
                masked ? "" : ", d zero-initialised", c.stage, w->out);
   });
   struct R {
@@ -99,14 +106,16 @@ void commands_04_moe(CLI::App& app) {
     require(f.good(), "CASE_DIR {}: no case.json", r->case_dir);
     const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
     const std::string stage = j.is_object() && j.contains("stage") && j["stage"].is_string() ? j["stage"].get<std::string>() : "";
-    require(stage == moe::kDeepGemmContiguous || stage == moe::kDeepGemmMasked, "CASE_DIR {}: case.json's stage '{}' "
-            "is not a DeepGEMM layout ({} | {})", r->case_dir, stage, moe::kDeepGemmContiguous, moe::kDeepGemmMasked);
+    const bool fp8 = stage == moe::kDeepGemmContiguousFp8 || stage == moe::kDeepGemmMaskedFp8;
+    require(fp8 || stage == moe::kDeepGemmContiguous || stage == moe::kDeepGemmMasked, "CASE_DIR {}: case.json's "
+            "stage '{}' is not a DeepGEMM layout (04-moe/deepgemm_*)", r->case_dir, stage);
     const CaseFolder cf = read_case(contract(stage), r->case_dir);
-    const Tensors d = moe::deepgemm_run_ragged(stage, cf.inputs, cf.params);
+    const Tensors d = fp8 ? moe::deepgemm_run_fp8(stage, cf.inputs, cf.params)
+                          : moe::deepgemm_run_ragged(stage, cf.inputs, cf.params);
     fs::create_directories(r->out);
     const NpyData& x = d.at("d");
     write_npy(fs::path(r->out) / "d.npy", x.dtype, x.shape, x.bytes.data());
-    fmt::print("wrote d.npy of the ragged_dot rung ({}) to {}\n", stage, r->out);
+    fmt::print("wrote d.npy of the {} rung ({}) to {}\n", fp8 ? "fp8_block" : "ragged_dot", stage, r->out);
   });
 }
 

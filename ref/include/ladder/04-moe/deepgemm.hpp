@@ -45,6 +45,9 @@ namespace ladder::moe {
 
 inline constexpr const char* kDeepGemmContiguous = "04-moe/deepgemm_contiguous";
 inline constexpr const char* kDeepGemmMasked = "04-moe/deepgemm_masked";
+// The same layouts with FP8 (E4M3) values and DeepSeek-V3's block scales (deepgemm_fp8.cpp; the facts below).
+inline constexpr const char* kDeepGemmContiguousFp8 = "04-moe/deepgemm_contiguous_fp8";
+inline constexpr const char* kDeepGemmMaskedFp8 = "04-moe/deepgemm_masked_fp8";
 
 // A synthetic case: group_m[g] valid rows for expert g (zero-token experts and one past a block on purpose).
 struct DeepGemmSpec {
@@ -53,6 +56,7 @@ struct DeepGemmSpec {
   int64_t block_m = 128;  // contiguous: the M alignment of every expert segment
   int64_t max_m = 0;      // masked: rows per group buffer (0: the largest group_m + 5)
   std::string padding_rows = "zero";  // contiguous: "zero" | "unjudged" (header comment)
+  std::string scales = "fp32";        // FP8 layouts: "fp32" (SM90) | "ue8m0" (powers of two, SM100's values)
   uint64_t seed = 4104;
 };
 // Contiguous: a [m_sum, k] (padding rows zero), b [G, n, k], m_indices <i4 [m_sum] (-1 on padding rows).
@@ -60,6 +64,24 @@ Tensors deepgemm_contiguous_inputs(const DeepGemmSpec& spec);
 // Masked: a [G, max_m, k] (every row random, as DeepGEMM's generator), b [G, n, k], masked_m <i4 [G].
 Tensors deepgemm_masked_inputs(const DeepGemmSpec& spec);
 nlohmann::json deepgemm_params(const DeepGemmSpec& spec, bool masked);
+
+// FP8 (the layouts kDeepGemm*Fp8; the header of deepgemm_fp8.cpp derives the rule). DeepGEMM's README: "the LHS
+// scaling factor is required to have a TMA-aligned and transposed layout"; SM90 takes FP32 scales, SM100 UE8M0 ones
+// (packed four to an int32 there; here unpacked, as the fp32 powers of two they encode). DeepSeek-V3's granularity
+// (technical report §3.3; DeepGEMM's tests' per_token_cast_to_fp8 / per_block_cast_to_fp8):
+//   a  <f4 [rows, k]        the E4M3 values (exact in float32), one scale per 1 x 128 tile
+//   sa <f4 [ceil(k/128), align4(m_sum)]  (masked: [G, ceil(k/128), align4(max_m)]) the activation scales
+//         transposed (MN-major: sa[kb, i] scales row i's tile kb), each scale row padded to a multiple of 4
+//         floats (TMA's 16-byte stride); the padding entries are not read
+//   b  <f4 [G, n, k]        E4M3 values, sb <f4 [G, ceil(n/128), ceil(k/128)] one scale per 128 x 128 block.
+// The case: the f32 case's values (each 128-column block of k at its own magnitude), quantised by stage 07's
+// quantisers (core/quant.hpp; scales amax / 448, or the power of two above it for ue8m0).
+Tensors deepgemm_fp8_inputs(const DeepGemmSpec& spec, bool masked);
+nlohmann::json deepgemm_fp8_params(const DeepGemmSpec& spec, bool masked);
+// Stage 07's fp8_block rung (fp8_block_product: DeepSeek-V3's recipe, a limited accumulator of acc_bits promoted
+// to float32 every 128) per expert on an FP8 case, written into the layout: {"d" <f4}.
+Tensors deepgemm_run_fp8(const std::string& layout, const Tensors& inputs, const nlohmann::json& params,
+                         int acc_bits = 14);
 
 // Stage 04's ragged_dot rung at float32 on the case's valid rows (gathered by expert, group_sizes counted),
 // scattered back into the layout `layout` (kDeepGemmContiguous | kDeepGemmMasked): {"d" <f4}; rows it has no
@@ -71,4 +93,6 @@ Tensors deepgemm_run_ragged(const std::string& layout, const Tensors& inputs, co
 namespace ladder::stage_records {
 Contract contract_04_moe_deepgemm_contiguous();
 Contract contract_04_moe_deepgemm_masked();
+Contract contract_04_moe_deepgemm_contiguous_fp8();
+Contract contract_04_moe_deepgemm_masked_fp8();
 }  // namespace ladder::stage_records
