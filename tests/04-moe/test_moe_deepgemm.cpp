@@ -187,3 +187,76 @@ TEST_CASE("deepgemm: bad layouts are refused naming the input or param") {
   CHECK_THROWS_WITH_AS(run_oracle(contract(kDeepGemmMasked), with_ints(m.in, "masked_m", mm), m.params),
                        doctest::Contains("masked_m[0]"), Error);
 }
+
+// ---- FP8 (04-moe/deepgemm_*_fp8): stage 07's recipe and bound ---------------------------------------------------
+
+namespace {
+
+Case make_fp8(bool masked, const std::string& scales) {
+  DeepGemmSpec s = small();
+  s.k = 300;  // three k blocks, each at its own magnitude
+  s.scales = scales;
+  Case c{masked ? kDeepGemmMaskedFp8 : kDeepGemmContiguousFp8, deepgemm_fp8_inputs(s, masked),
+         deepgemm_fp8_params(s, masked), {}};
+  c.expected = run_oracle(contract(c.layout), c.in, c.params);
+  return c;
+}
+
+CheckReport judge_fp8(const Case& c, const Tensors& in) {
+  return judge(c, deepgemm_run_fp8(c.layout, in, c.params).at("d"));
+}
+
+}  // namespace
+
+TEST_CASE("deepgemm fp8: stage 07's fp8_block rung passes in both layouts, fp32 and UE8M0 scales, any accumulator") {
+  for (const bool masked : {false, true})
+    for (const char* scales : {"fp32", "ue8m0"}) {
+      const Case c = make_fp8(masked, scales);
+      for (const int acc_bits : {14, 24}) {  // DeepSeek-V3's 14-bit accumulator, and a float32 one
+        const CheckReport r = judge(c, deepgemm_run_fp8(c.layout, c.in, c.params, acc_bits).at("d"));
+        INFO(c.layout, " ", scales, " acc_bits ", acc_bits, ": ", r.text);
+        CHECK(r.pass);
+        CHECK(r.rule == "bound");
+        CHECK(r.metrics.at("deepgemm_calc_diff") < 1e-6);
+      }
+    }
+}
+
+TEST_CASE("deepgemm fp8: activation scales read untransposed ([m, k/128] row-major) fail") {
+  for (const bool masked : {false, true}) {
+    const Case c = make_fp8(masked, "fp32");
+    Array<float> sa = from_npy<float>(c.in.at("sa"), "sa"), bad = sa;
+    const int64_t KB = sa.shape[sa.shape.size() - 2], ld = sa.shape.back(), slabs = masked ? sa.shape[0] : 1;
+    for (int64_t q = 0; q < slabs; ++q)  // a port reading logical (i, kb) at flat i KB + kb of the slab
+      for (int64_t i = 0; i < ld; ++i)
+        for (int64_t kb = 0; kb < KB; ++kb) bad.data[(q * KB + kb) * ld + i] = sa.data[q * KB * ld + i * KB + kb];
+    for (float& v : bad.data) v = v > 0 ? v : 1.0f;  // the alignment padding read as scales: keep them valid
+    Tensors in = c.in;
+    in["sa"] = to_npy(bad);
+    const CheckReport r = judge_fp8(c, in);
+    INFO(c.layout, ": ", r.text);
+    CHECK_FALSE(r.pass);
+  }
+}
+
+TEST_CASE("deepgemm fp8: weight scales of the wrong block (k block off by one) fail; UE8M0 refuses a non-power of two") {
+  const Case c = make_fp8(false, "ue8m0");
+  Array<float> sb = from_npy<float>(c.in.at("sb"), "sb"), bad = sb;
+  const int64_t KB = sb.shape[2];
+  for (size_t i = 0; i < sb.data.size(); ++i) bad.data[i] = sb.data[i - i % KB + (i % KB + 1) % KB];
+  Tensors in = c.in;
+  in["sb"] = to_npy(bad);
+  const CheckReport r = judge_fp8(c, in);
+  INFO(r.text);
+  CHECK_FALSE(r.pass);
+  CHECK(r.metrics.at("deepgemm_calc_diff") > 1e-3);
+  bad = sb;
+  bad.data[0] *= 1.5f;
+  in["sb"] = to_npy(bad);
+  CHECK_THROWS_WITH_AS(run_oracle(contract(c.layout), in, c.params), doctest::Contains("sb[0]"), Error);
+  Array<float> a = from_npy<float>(c.in.at("a"), "a");
+  a.data[c.in.at("a").shape[1]] = 0.3f;  // not an E4M3 value
+  in = c.in;
+  in["a"] = to_npy(a);
+  CHECK_THROWS_WITH_AS(run_oracle(contract(c.layout), in, c.params), doctest::Contains("E4M3"), Error);
+}
