@@ -32,6 +32,7 @@
 //
 // DeepGEMM's own metric, reported beside the verdict, never part of it (DeepGEMM tests, calc_diff):
 //   calc_diff = 1 - 2 sum(x y) / sum(x x + y y), in float64 (core layout_cos_diff; FlashMLA's cal_diff too).
+// Not covered: the packed int32 UE8M0 scale form and the k-grouped layout (k_grouped_fp8_gemm_tn_contiguous).
 #pragma once
 #include <nlohmann/json.hpp>
 
