@@ -3,7 +3,8 @@
 a contiguous and a masked case, the ragged_dot rung's d (`ladder deepgemm ragged`) passes `ladder check
 04-moe/deepgemm_LAYOUT CASE DIR` (exit 0, DeepGEMM's calc_diff printed beside the verdict); mutants fail (exit 1): a
 padding row written, one expert's segment shifted by a row; NaN in rows past masked_m passes (not judged), and a
-padding row written passes in a case written with --padding-rows unjudged. With the Python module's folder given,
+padding row written passes in a case written with --padding-rows unjudged; an FP8 case with UE8M0 scales passes
+with stage 07's fp8_block rung. With the Python module's folder given,
 ladder.deepgemm_check gives the same verdict on the same files.
 
     test_moe_deepgemm_cli.py path/to/ladder [path/to/build/python]
@@ -77,6 +78,12 @@ with tempfile.TemporaryDirectory() as tmp:
     save(j(tmp, "nan_past"), nan_past)
     expect("NaN past masked_m passes", ["check", "04-moe/deepgemm_masked", case, j(tmp, "nan_past")], 0, "not judged")
     verdicts.append(("masked", case, j(tmp, "nan_past"), True))
+    # FP8 with UE8M0 scales: stage 07's fp8_block rung per expert passes the derived bound.
+    fp8 = j(tmp, "contiguous_fp8")
+    expect("write fp8", ["deepgemm", "write", "--fp8", "--scales", "ue8m0", "--out", fp8, *shape], 0, "sa, sb")
+    expect("fp8_block rung", ["deepgemm", "ragged", fp8, "--out", j(tmp, "fp8_rung")], 0, "fp8_block")
+    expect("check fp8", ["check", "04-moe/deepgemm_contiguous_fp8", fp8, j(tmp, "fp8_rung")], 0, "bound rule")
+    verdicts.append(("contiguous_fp8", fp8, j(tmp, "fp8_rung"), True))
     expect("unknown layout", ["check", "04-moe/deepgemm_maskd", case, j(tmp, "nan_past")], 2, "04-moe/deepgemm_masked")
     expect("bad --layout", ["deepgemm", "write", "--layout", "kgrouped", "--out", j(tmp, "x")], 2, "--layout")
     if PYDIR:
