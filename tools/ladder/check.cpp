@@ -77,6 +77,8 @@ void add_check_command(CLI::App& app, int& exit_code) {
       const std::string file = (name.empty() ? c.outputs.front().name : name) + ".npy";
       const std::string path = list || fs::is_directory(o->candidate) ? (fs::path(o->candidate) / file).string()
                                                                       : o->candidate;
+      require(list || !fs::is_directory(o->candidate) || fs::is_regular_file(path), "CANDIDATE {} is a folder without "
+              "{} (a folder is read as NAME.npy per output)", o->candidate, file);
       const NpyData cand = read_candidate(path, "CANDIDATE");
       Tensors companions;  // the candidate's other outputs beside it, for rules that judge them together
       if (!o->rule.empty())
