@@ -34,7 +34,9 @@ TEST_CASE("mutation score: every bug class caught, every correct variant passed"
   for (const char* want : {"all-zero output", "input mutated in place", "stale output", "N < 4", "lse in log2",
                            "NHD read as HND", "duplicate hot experts", "-inf row with one NaN", "causal flag ignored",
                            "wrong block_table entry", "scales of the wrong block",
-                           "sequence shorter than a block"}) {
+                           "sequence shorter than a block", "padding row of the contiguous layout written",
+                           "group index (-1) taken as an expert", "segment shifted by a row",
+                           "rows past masked_m counted"}) {
     const bool there = std::any_of(outcomes.begin(), outcomes.end(), [&](const mutants::Outcome& o) {
       return o.mutant && o.name.find(want) != std::string::npos;
     });

@@ -28,7 +28,8 @@ from . import _ladder
 
 __all__ = ["rungs", "stages", "cost", "run", "softmax", "attention", "attention_backward", "eplb", "mla", "moe",
            "step_time", "goodput", "describe", "oracle", "check", "golden", "version", "flashmla_check",
-           "flashmla_sparse_prefill_check"]
+           "flashmla_sparse_prefill_check",
+           "deepgemm_check"]
 
 version = _ladder.version
 
@@ -320,3 +321,20 @@ def flashmla_sparse_prefill_check(case_or_inputs, out, max_logits, lse, **params
     r = {name: check(FLASHMLA_SPARSE_PREFILL, case_or_inputs, cand, output=name, **params)
          for name, cand in (("out", out), ("max_logits", max_logits), ("lse", lse))}
     return {"pass": all(v["pass"] for v in r.values()), **r}
+
+
+DEEPGEMM = {name: f"04-moe/deepgemm_{name}" for name in ("contiguous", "masked", "contiguous_fp8", "masked_fp8")}
+
+
+def deepgemm_check(layout, case_or_inputs, d, **params):
+    """Judges a DeepGEMM grouped-GEMM candidate in DeepGEMM's own layouts (ladder/04-moe/deepgemm.hpp): layout
+    "contiguous" (a [m_sum, k], b [num_groups, n, k], m_indices [m_sum] with -1 on padding rows; params block_m,
+    padding_rows "zero" | "unjudged") or "masked" (a [num_groups, max_m, k], b, masked_m [num_groups]; rows past
+    masked_m not judged), or "contiguous_fp8" / "masked_fp8" (E4M3 values with scales sa, sb; judged by stage 07's
+    derived FP8 bound); d the output as a numpy array, against a case folder (`ladder deepgemm write`) or a dict of
+    the inputs. Returns the report dict; its metrics hold DeepGEMM's calc_diff ("deepgemm_calc_diff") beside the
+    verdict and "not_judged" (elements the layout leaves unspecified). The same rule as
+    `ladder check 04-moe/deepgemm_LAYOUT CASE DIR`."""
+    if layout not in DEEPGEMM:
+        raise ValueError(f"layout: {layout!r} is not one of {', '.join(DEEPGEMM)}")
+    return check(DEEPGEMM[layout], case_or_inputs, d, output="d", **params)

@@ -174,10 +174,6 @@ std::string looks_like(const Tensors& expected, const std::string& output, const
   return "";
 }
 
-}  // namespace
-
-namespace {
-
 // Tolerance::group_scale / group_berr for an output judged with others (OutputSpec::judged_with): per
 // slice of the leading slice_axes axes, the largest max|oracle| and max|baseline - oracle| over the
 // group's outputs present in the case.
@@ -353,8 +349,10 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
                   std::string output, const NpyData& candidate, const std::string& rule,
                   const Tensors& companions, std::optional<bool> ftz, bool device) {
   if (output.empty()) output = c.outputs.front().name;
-  CheckReport r = check_one(c, inputs, params, expected, output, candidate, rule, companions, ftz, device);
-  add_report_metrics(c, expected, output, candidate, r);  // another project's metrics (contract_layouts.cpp)
+  // A layout's unspecified elements take the oracle's value; another project's metrics (contract_layouts.cpp).
+  const auto [judged, skipped] = judged_candidate(c, inputs, params, expected, output, candidate);
+  CheckReport r = check_one(c, inputs, params, expected, output, judged, rule, companions, ftz, device);
+  add_report_metrics(c, expected, output, judged, r, skipped);
   // The invariants go with the output's own rule; an extra rule judges such facts itself.
   if (!c.invariants || (!rule.empty() && rule != rule_name(c.output(output).rule))) return r;
   const std::vector<std::string> broken = c.invariants(inputs, params, output, candidate, companions);

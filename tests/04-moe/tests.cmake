@@ -14,3 +14,20 @@ if(TARGET ladder)
            $<TARGET_FILE:ladder> ${LADDER_ROOT}/data/golden/04-moe)
   set_tests_properties(cli_04_moe PROPERTIES LABELS unit)
 endif()
+# Stage 04 in DeepGEMM's grouped-GEMM layouts (04-moe/deepgemm_contiguous, 04-moe/deepgemm_masked): the ragged_dot
+# rung in each layout passes; mutants (padding row written, -1 taken as an expert, a segment shifted by a row, the
+# masked buffer read as packed, expected_m for masked_m) fail; unjudged rows unjudged; bad layouts refused.
+ladder_add_test(test_04_moe_deepgemm
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm.cpp
+  LIBS ladder_core)
+# The same through the `ladder` binary and Python: write, ragged, check (exit 0); mutants fail (exit 1); unjudged
+# rows pass; the Python verdicts equal the CLI's.
+if(TARGET ladder)
+  set(deepgemm_py "")
+  if(TARGET ladder_python)
+    set(deepgemm_py ${CMAKE_BINARY_DIR}/python)
+  endif()
+  add_test(NAME test_04_moe_deepgemm_cli COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm_cli.py
+           $<TARGET_FILE:ladder> ${deepgemm_py})
+  set_tests_properties(test_04_moe_deepgemm_cli PROPERTIES LABELS unit)
+endif()

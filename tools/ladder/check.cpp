@@ -45,7 +45,8 @@ void add_check_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("check", "judge a candidate output by the stage's contract (exit 0 pass, 1 fail, 2 bad input)");
   cmd->add_option("stage", o->stage, "stage, e.g. NN-name (see `ladder describe`)")->required();
   cmd->add_option("case_dir", o->case_dir, "case folder (from `ladder golden` or `ladder oracle`)")->required();
-  cmd->add_option("candidate", o->candidate, "candidate output (.npy), or a folder of NAME.npy with --output A,B")
+  cmd->add_option("candidate", o->candidate, "candidate output (.npy), or a folder of NAME.npy (the --output names, "
+                  "default the first output)")
       ->required();
   cmd->add_option("--output", o->output, "which output the candidate is (default: the contract's first); a list "
                   "A,B,C judges FOLDER/A.npy, FOLDER/B.npy, ... each");
@@ -72,7 +73,12 @@ void add_check_command(CLI::App& app, int& exit_code) {
     if (!cf.note.empty()) fmt::print("note: {}\n", cf.note);
     bool all = true;
     for (const std::string& name : outputs) {
-      const std::string path = list ? (fs::path(o->candidate) / (name + ".npy")).string() : o->candidate;
+      // A folder with one output named (or none: the first): FOLDER/NAME.npy, as with a list.
+      const std::string file = (name.empty() ? c.outputs.front().name : name) + ".npy";
+      const std::string path = list || fs::is_directory(o->candidate) ? (fs::path(o->candidate) / file).string()
+                                                                      : o->candidate;
+      require(list || !fs::is_directory(o->candidate) || fs::is_regular_file(path), "CANDIDATE {} is a folder without "
+              "{} (a folder is read as NAME.npy per output)", o->candidate, file);
       const NpyData cand = read_candidate(path, "CANDIDATE");
       Tensors companions;  // the candidate's other outputs beside it, for rules that judge them together
       if (!o->rule.empty())

@@ -335,6 +335,7 @@ std::vector<Outcome> run_catalogue(const fs::path& golden_root) {
   attention_cases(golden_root, out);
   precision_cases(golden_root, out);
   eplb_cases(out);
+  deepgemm_cases(out);  // 04-moe/mutants.cpp
   return out;
 }
 

@@ -266,12 +266,7 @@ Tensors flashmla_run_flash(const Tensors& t, const nlohmann::json& params, int64
   return layout(in, flashmla_detail::flash_rows(in.query, in.pool, split_blocks));
 }
 
-double flashmla_cos_diff(const Array<double>& x, const Array<double>& y) {
-  require(x.data.size() == y.data.size(), "cos_diff: sizes {} and {} differ", x.data.size(), y.data.size());
-  double xy = 0, xx_yy = 0;
-  for (size_t i = 0; i < x.data.size(); ++i) xy += x.data[i] * y.data[i], xx_yy += x.data[i] * x.data[i] + y.data[i] * y.data[i];
-  return 1.0 - 2.0 * xy / std::max(xx_yy, 1e-12);  // FlashMLA's cal_diff guards the denominator the same way
-}
+double flashmla_cos_diff(const Array<double>& x, const Array<double>& y) { return layout_cos_diff(x, y); }
 
 }  // namespace ladder::mla
 

@@ -9,12 +9,18 @@ void register_moe(Registry& r);  // registry.cpp
 namespace ladder::stage_records {
 
 Contract contract_04_moe();  // contract.cpp
+Contract contract_04_moe_deepgemm_contiguous();  // deepgemm.cpp: DeepGEMM's layouts (ladder/04-moe/deepgemm.hpp)
+Contract contract_04_moe_deepgemm_masked();
+Contract contract_04_moe_deepgemm_contiguous_fp8();
+Contract contract_04_moe_deepgemm_masked_fp8();
 
 Stage stage_04_moe() {
   Stage s;
   s.id = "04-moe";
   s.title = "gate -> sort -> ragged dot -> unsort + combine (dropless | dropping)";
   s.contract = &contract_04_moe;
+  s.layouts = {&contract_04_moe_deepgemm_contiguous, &contract_04_moe_deepgemm_masked,
+               &contract_04_moe_deepgemm_contiguous_fp8, &contract_04_moe_deepgemm_masked_fp8};
   s.ref_rungs = &register_moe;
   s.golden_cases = &moe::golden_case_names;
   s.write_golden_case = &moe::write_golden_case;

@@ -43,6 +43,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ladder/core/compare.hpp"
@@ -147,6 +148,10 @@ struct Contract {
   std::function<std::map<std::string, double>(const std::string& output, const Array<double>& expected,
                                               const Array<double>& candidate)>
       report_metrics;
+  // Optional elements of `output` a layout leaves unspecified (04-moe/deepgemm_masked: rows past masked_m): true =
+  // not judged. check() gives them the oracle's value before any rule runs and its report counts them. Empty: none.
+  std::function<std::vector<bool>(const Tensors& inputs, const nlohmann::json& params, const std::string& output)>
+      unjudged;
 
   const OutputSpec& output(const std::string& name) const;  // throws Error naming the known outputs
   // The tolerance rule's parameters for output `name` and a candidate of dtype `candidate` (<f4 or
@@ -176,8 +181,17 @@ const Contract& contract(const std::string& stage);
 // stage's layouts otherwise.
 const Contract& layout_contract(const std::string& id);
 // Adds the contract's report_metrics for `output` to r (metrics, one line of text each); check() calls it.
+// 1 - 2 sum(x y) / sum(x x + y y) in float64, the denominator at least 1e-12: FlashMLA's cal_diff and DeepGEMM's
+// calc_diff (their tests' metric), which layouts report beside the verdict. Sizes must agree.
+double layout_cos_diff(const Array<double>& x, const Array<double>& y);
+// not_judged > 0: also the count of the layout's unjudged elements (metric "not_judged", one line of text).
 void add_report_metrics(const Contract& c, const Tensors& expected, const std::string& output, const NpyData& candidate,
-                        CheckReport& r);
+                        CheckReport& r, int64_t not_judged = 0);
+// The candidate as check() judges it: the contract's unjudged elements (Contract::unjudged) set to the oracle's value
+// (float candidates of the oracle's shape; any other is returned as it is), and how many there were.
+std::pair<NpyData, int64_t> judged_candidate(const Contract& c, const Tensors& inputs, const nlohmann::json& params,
+                                             const Tensors& expected, const std::string& output,
+                                             const NpyData& candidate);
 
 // Inputs checked against the contract (names, dtypes, ranks), then the oracle.
 Tensors run_oracle(const Contract& c, const Tensors& inputs, const nlohmann::json& params);

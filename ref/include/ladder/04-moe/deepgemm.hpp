@@ -1,0 +1,99 @@
+// ladder/04-moe/deepgemm.hpp -- stage 04's ragged dot in DeepGEMM's grouped-GEMM layouts: the layouts
+// "04-moe/deepgemm_contiguous" and "04-moe/deepgemm_masked", case contracts (core/contract.hpp) that
+// `ladder oracle|check|describe` and Python's ladder.check / ladder.deepgemm_check read like a stage's.
+// Defined in ref/src/04-moe/deepgemm.cpp.
+//
+// The facts, from DeepGEMM's README ("Interfaces": Notices, Grouped GEMMs (contiguous layout), (masked layout)):
+//   * NT: D = A @ B.T, A row-major [m, k], B [num_groups, n, k] (each expert's weight stored n by k);
+//     DeepGEMM groups only M: every expert has the same n and k.
+//   * contiguous (training forward, inference prefill): the experts' tokens concatenated along M, "each expert
+//     segment must be aligned to the GEMM M block size" (get_mk_alignment_for_contiguous_layout); a per-row
+//     int32 group index m_indices, -1 on the padding rows (DeepGEMM tests/test_core.py and generators.py build
+//     it so, and zero the padding rows of d before they compare: d's padding rows are unspecified there).
+//   * masked (decode, CUDA graphs, the CPU not knowing each expert's count): A [num_groups, max_m, k],
+//     D [num_groups, max_m, n], a per-group valid row count masked_m (int32); "the kernel computes only the
+//     valid portions"; expected_m is a performance hint.
+//
+// What ladder judges (the decision, written in chapters/04-moe/README.md "Checking a DeepGEMM port"):
+//   * valid rows: the tolerance rule per row (one token's output row, its own scale), k = 2;
+//   * contiguous padding rows, param padding_rows:
+//       "zero" (default): the case's A has zero padding rows, so whatever expert a kernel applies there the
+//         product is 0, and a kernel that skips them leaves a zero-initialised d (torch.zeros) as it was:
+//         a padding row must be exactly 0. A nonzero one is a row written where no row belongs (a store one
+//         row late, a segment shifted) and fails;
+//       "unjudged": as DeepGEMM's own tests (d allocated with torch.empty): padding rows not judged;
+//   * masked: rows at and past masked_m[g] are never judged (unspecified in DeepGEMM).
+// Unjudged elements take the oracle's value before the rule runs (Contract::unjudged); the report counts them.
+//
+// No second oracle: the oracle computes each valid row i of expert e as sum_k a[i, k] b[e, :, k] at float64
+// (k ascending, stage 04's gemm_fixed_order), the float32 baseline the same at float32; stage 04's ragged_dot rung, its rows
+// gathered by expert and scattered back into the layout (deepgemm_run_ragged), is the candidate computed
+// another way.
+//
+// DeepGEMM's own metric, reported beside the verdict, never part of it (DeepGEMM tests, calc_diff):
+//   calc_diff = 1 - 2 sum(x y) / sum(x x + y y), in float64 (core layout_cos_diff; FlashMLA's cal_diff too).
+// Not covered: the packed int32 UE8M0 scale form and the k-grouped layout (k_grouped_fp8_gemm_tn_contiguous).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ladder/core/contract.hpp"
+
+namespace ladder::moe {
+
+inline constexpr const char* kDeepGemmContiguous = "04-moe/deepgemm_contiguous";
+inline constexpr const char* kDeepGemmMasked = "04-moe/deepgemm_masked";
+// The same layouts with FP8 (E4M3) values and DeepSeek-V3's block scales (deepgemm_fp8.cpp; the facts below).
+inline constexpr const char* kDeepGemmContiguousFp8 = "04-moe/deepgemm_contiguous_fp8";
+inline constexpr const char* kDeepGemmMaskedFp8 = "04-moe/deepgemm_masked_fp8";
+
+// A synthetic case: group_m[g] valid rows for expert g (zero-token experts and one past a block on purpose).
+struct DeepGemmSpec {
+  std::vector<int64_t> group_m = {0, 97, 1, 130, 40};
+  int64_t n = 72, k = 200;
+  int64_t block_m = 128;  // contiguous: the M alignment of every expert segment
+  int64_t max_m = 0;      // masked: rows per group buffer (0: the largest group_m + 5)
+  std::string padding_rows = "zero";  // contiguous: "zero" | "unjudged" (header comment)
+  std::string scales = "fp32";        // FP8 layouts: "fp32" (SM90) | "ue8m0" (powers of two, SM100's values)
+  uint64_t seed = 4104;
+};
+// Contiguous: a [m_sum, k] (padding rows zero), b [G, n, k], m_indices <i4 [m_sum] (-1 on padding rows).
+Tensors deepgemm_contiguous_inputs(const DeepGemmSpec& spec);
+// Masked: a [G, max_m, k] (every row random, as DeepGEMM's generator), b [G, n, k], masked_m <i4 [G].
+Tensors deepgemm_masked_inputs(const DeepGemmSpec& spec);
+nlohmann::json deepgemm_params(const DeepGemmSpec& spec, bool masked);
+
+// FP8 (the layouts kDeepGemm*Fp8; the header of deepgemm_fp8.cpp derives the rule). DeepGEMM's README: "the LHS
+// scaling factor is required to have a TMA-aligned and transposed layout"; SM90 takes FP32 scales, SM100 UE8M0 ones
+// (packed four to an int32 there; here unpacked, as the fp32 powers of two they encode). DeepSeek-V3's granularity
+// (technical report §3.3; DeepGEMM's tests' per_token_cast_to_fp8 / per_block_cast_to_fp8):
+//   a  <f4 [rows, k]        the E4M3 values (exact in float32), one scale per 1 x 128 tile
+//   sa <f4 [ceil(k/128), align4(m_sum)]  (masked: [G, ceil(k/128), align4(max_m)]) the activation scales
+//         transposed (MN-major: sa[kb, i] scales row i's tile kb), each scale row padded to a multiple of 4
+//         floats (TMA's 16-byte stride); the padding entries are not read
+//   b  <f4 [G, n, k]        E4M3 values, sb <f4 [G, ceil(n/128), ceil(k/128)] one scale per 128 x 128 block.
+// The case: the f32 case's values (each 128-column block of k at its own magnitude), quantised by stage 07's
+// quantisers (core/quant.hpp; scales amax / 448, or the power of two above it for ue8m0).
+Tensors deepgemm_fp8_inputs(const DeepGemmSpec& spec, bool masked);
+nlohmann::json deepgemm_fp8_params(const DeepGemmSpec& spec, bool masked);
+// Stage 07's fp8_block rung (fp8_block_product: DeepSeek-V3's recipe, a limited accumulator of acc_bits promoted
+// to float32 every 128) per expert on an FP8 case, written into the layout: {"d" <f4}.
+Tensors deepgemm_run_fp8(const std::string& layout, const Tensors& inputs, const nlohmann::json& params,
+                         int acc_bits = 14);
+
+// Stage 04's ragged_dot rung at float32 on the case's valid rows (gathered by expert, group_sizes counted),
+// scattered back into the layout `layout` (kDeepGemmContiguous | kDeepGemmMasked): {"d" <f4}; rows it has no
+// result for are 0.
+Tensors deepgemm_run_ragged(const std::string& layout, const Tensors& inputs, const nlohmann::json& params);
+
+}  // namespace ladder::moe
+
+namespace ladder::stage_records {
+Contract contract_04_moe_deepgemm_contiguous();
+Contract contract_04_moe_deepgemm_masked();
+Contract contract_04_moe_deepgemm_contiguous_fp8();
+Contract contract_04_moe_deepgemm_masked_fp8();
+}  // namespace ladder::stage_records

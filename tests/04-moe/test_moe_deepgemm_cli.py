@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Stage 04 in DeepGEMM's grouped-GEMM layouts through the `ladder` binary and Python: `ladder deepgemm write` writes
+a contiguous and a masked case, the ragged_dot rung's d (`ladder deepgemm ragged`) passes `ladder check
+04-moe/deepgemm_LAYOUT CASE DIR` (exit 0, DeepGEMM's calc_diff printed beside the verdict); mutants fail (exit 1): a
+padding row written, one expert's segment shifted by a row; NaN in rows past masked_m passes (not judged), and a
+padding row written passes in a case written with --padding-rows unjudged; an FP8 case with UE8M0 scales passes
+with stage 07's fp8_block rung. With the Python module's folder given,
+ladder.deepgemm_check gives the same verdict on the same files.
+
+    test_moe_deepgemm_cli.py path/to/ladder [path/to/build/python]
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+LADDER = sys.argv[1]
+PYDIR = sys.argv[2] if len(sys.argv) > 2 else None
+failures = 0
+verdicts = []  # (layout, case, candidate folder, CLI pass)
+
+
+def expect(name, args, rc, out_has):
+    global failures
+    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ok = p.returncode == rc and out_has in p.stdout + p.stderr
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {rc})")
+    if not ok:
+        print(p.stdout, p.stderr)
+        failures += 1
+    return p
+
+
+def save(folder, d):
+    os.makedirs(folder)
+    np.save(os.path.join(folder, "d.npy"), d)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    j = os.path.join
+    shape = ["--group-m", "0,97,1,130,40", "--n", "24", "--k", "200"]
+    for layout in ("contiguous", "masked"):
+        case, good = j(tmp, layout), j(tmp, layout + "_ragged")
+        stage = f"04-moe/deepgemm_{layout}"
+        expect(f"write {layout}", ["deepgemm", "write", "--layout", layout, "--out", case, *shape], 0, "wrote")
+        expect(f"ragged {layout}", ["deepgemm", "ragged", case, "--out", good], 0, "wrote")
+        expect(f"check ragged {layout}", ["check", stage, case, good], 0, "deepgemm_calc_diff")
+        verdicts.append((layout, case, good, True))
+    # Contiguous mutants: the row after expert 1's segment written (a store one row late), expert 3's segment
+    # shifted down by a row.
+    case = j(tmp, "contiguous")
+    d, idx = np.load(j(tmp, "contiguous_ragged", "d.npy")), np.load(j(case, "m_indices.npy"))
+    end = int(np.flatnonzero(idx == 1)[-1])
+    written = d.copy()
+    written[end + 1] = written[end]
+    seg = np.flatnonzero(idx == 3)
+    shifted = d.copy()
+    shifted[seg[0] + 1:seg[-1] + 2] = d[seg[0]:seg[-1] + 1]
+    shifted[seg[0]] = 0
+    for name, m in (("padding_row_written", written), ("segment_shifted", shifted)):
+        save(j(tmp, name), m)
+        expect(f"mutant {name} fails", ["check", "04-moe/deepgemm_contiguous", case, j(tmp, name)], 1, "FAIL")
+        verdicts.append(("contiguous", case, j(tmp, name), False))
+    # The same padding row written, in a case whose padding rows are unjudged (DeepGEMM's own tests' choice).
+    loose = j(tmp, "contiguous_unjudged")
+    expect("write unjudged", ["deepgemm", "write", "--out", loose, "--padding-rows", "unjudged", *shape], 0, "wrote")
+    expect("padding row written passes where unjudged", ["check", "04-moe/deepgemm_contiguous", loose,
+                                                          j(tmp, "padding_row_written")], 0, "not judged")
+    verdicts.append(("contiguous", loose, j(tmp, "padding_row_written"), True))
+    # Masked: NaN past masked_m is not judged.
+    case = j(tmp, "masked")
+    d, mm = np.load(j(tmp, "masked_ragged", "d.npy")), np.load(j(case, "masked_m.npy"))
+    nan_past = d.copy()
+    for g, m in enumerate(mm):
+        nan_past[g, m:] = np.nan
+    save(j(tmp, "nan_past"), nan_past)
+    expect("NaN past masked_m passes", ["check", "04-moe/deepgemm_masked", case, j(tmp, "nan_past")], 0, "not judged")
+    verdicts.append(("masked", case, j(tmp, "nan_past"), True))
+    # FP8 with UE8M0 scales: stage 07's fp8_block rung per expert passes the derived bound.
+    fp8 = j(tmp, "contiguous_fp8")
+    expect("write fp8", ["deepgemm", "write", "--fp8", "--scales", "ue8m0", "--out", fp8, *shape], 0, "sa, sb")
+    expect("fp8_block rung", ["deepgemm", "ragged", fp8, "--out", j(tmp, "fp8_rung")], 0, "fp8_block")
+    expect("check fp8", ["check", "04-moe/deepgemm_contiguous_fp8", fp8, j(tmp, "fp8_rung")], 0, "bound rule")
+    verdicts.append(("contiguous_fp8", fp8, j(tmp, "fp8_rung"), True))
+    expect("unknown layout", ["check", "04-moe/deepgemm_maskd", case, j(tmp, "nan_past")], 2, "04-moe/deepgemm_masked")
+    expect("bad --layout", ["deepgemm", "write", "--layout", "kgrouped", "--out", j(tmp, "x")], 2, "--layout")
+    if PYDIR:
+        sys.path.insert(0, PYDIR)
+        import ladder
+        for layout, case, d, want in verdicts:
+            r = ladder.deepgemm_check(layout, case, np.load(j(d, "d.npy")))
+            ok = r["pass"] == want and "deepgemm_calc_diff" in r["metrics"]
+            print(f"{'ok  ' if ok else 'FAIL'} python agrees on {os.path.basename(d)} ({layout}): pass={r['pass']} "
+                  f"calc_diff={r['metrics'].get('deepgemm_calc_diff')}")
+            failures += 0 if ok else 1
+
+sys.exit(1 if failures else 0)
