@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 LADDER := build/bin/ladder
 
-.PHONY: all setup configure build test test-unit test-unit-run test-tsan test-labs test-labs-run lab reproduce golden clean figures notebooks bench
+.PHONY: all setup configure build test test-unit test-unit-run test-tsan test-labs test-labs-run lab reproduce golden clean figures notebooks notebook bench
 
 all: build
 
@@ -62,6 +62,12 @@ figures: build
 # The notebooks executed, their outputs stored in the .ipynb files (scripts/run-notebook --write).
 notebooks: build
 	@scripts/run-notebook --write notebooks/*.ipynb
+
+# One stage's notebook: make notebook NB=04-moe (on the reference, build/), or with LAB=1 on the student's
+# code of that stage's lab (the lab build's libladder.so, the starter's headers first: scripts/lab notebook).
+notebook: setup
+	@test -n "$(NB)" || (echo "usage: make notebook NB=04-moe [LAB=1]" >&2; exit 2)
+	@scripts/lab notebook $(NB) $(if $(filter 1,$(LAB)),,--solution)
 
 # Every stage's benchmark (bench/*.cpp) in one run, beside the machine's FMA peak and copy bandwidth
 # measured by the same run: bench-report/REPORT.md, results.json and a PNG per stage (scripts/bench-report).

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Self-test of scripts/run-notebook: a good notebook passes; a compile error, a failing check and an
 invalid file each make it fail (exit 1, 1, 2) naming the cell; a missing clang-repl is one line naming
-Debian's package (exit 2); --write stores the cells' outputs. Small notebooks, no ladder library."""
+Debian's package (exit 2); --write stores the cells' outputs; LADDER_INCLUDE_FIRST puts a folder ahead of the
+notebook's include paths. Small notebooks, no ladder library."""
 import json
 import os
 import subprocess
@@ -22,6 +23,8 @@ def notebook(cells, nbformat=4, kernel="xcpp17"):
 GOOD = ['#pragma cling add_include_path("../ref/include")\n#include <stdexcept>\n#include <cstdio>',
         'int answer = 6 * 7;\nprintf("answer %d\\n", answer);',
         'if (answer != 42) throw std::runtime_error("check failed");']
+INCLUDE = ['#pragma cling add_include_path("../ref/include")\n#include <stdexcept>\n#include "side.hpp"',
+           'if (side != 7) throw std::runtime_error("the reference folder\'s side.hpp was included");']
 CASES = [
     ("good", notebook(GOOD), 0, "3 code cells ran without error"),
     ("compile error", notebook(GOOD[:2] + ["int y = undeclared_name;"] + GOOD[2:]), 1, "cell 3: compile error"),
@@ -31,6 +34,10 @@ CASES = [
     ("wrong kernel", notebook(GOOD, kernel="python3"), 2, "expected 'xcpp17'"),
     ("no clang-repl", notebook(GOOD), 2, "clang-tools-19"),
     ("write outputs", notebook(GOOD), 0, "outputs of 3 code cells stored"),
+    # LADDER_INCLUDE_FIRST (scripts/lab notebook): a folder ahead of the notebook's own include paths. Both
+    # folders hold side.hpp; the notebook passes only with the first folder's (side = 7), and fails without it.
+    ("include first", notebook(INCLUDE), 0, "2 code cells ran without error"),
+    ("include first unset", notebook(INCLUDE), 1, "cell 2: runtime failure"),
 ]
 
 
@@ -43,6 +50,15 @@ def main():
             with open(path, "w") as f:
                 json.dump(nb, f)
             env = dict(os.environ, CLANG_REPL="clang-repl-not-installed") if name == "no clang-repl" else None
+            if name.startswith("include first"):
+                for folder, value in (("first", 7), (os.path.join("ref", "include"), 6)):
+                    os.makedirs(os.path.join(tmp, folder), exist_ok=True)
+                    with open(os.path.join(tmp, folder, "side.hpp"), "w") as f:
+                        f.write(f"#pragma once\nint side = {value};\n")
+                env = dict(os.environ)
+                env.pop("LADDER_INCLUDE_FIRST", None)
+                if name == "include first":
+                    env["LADDER_INCLUDE_FIRST"] = os.path.join(tmp, "first")
             args = [RUNNER, "--write", path] if name == "write outputs" else [RUNNER, path]
             p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
             ok = p.returncode == want_rc and want_text in p.stdout
