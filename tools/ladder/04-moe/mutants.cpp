@@ -98,6 +98,47 @@ void deepgemm_cases(std::vector<Outcome>& out) {
   std::vector<int64_t> hint(mm.size(), std::min<int64_t>(m.params.at("expected_m").get<int64_t>(), M));
   out.push_back(judge("expected_m taken for masked_m", true, "the hint read as the count", m,
                       ragged(m, with_ints(m.in, "masked_m", hint)), m.params));
+  deepgemm_fp8_cases(out);
+}
+
+// FP8 (04-moe/deepgemm_*_fp8): stage 07's fp8_block rung run on the scales as the buggy port reads them.
+void deepgemm_fp8_cases(std::vector<Outcome>& out) {
+  for (const bool masked : {false, true}) {
+    moe::DeepGemmSpec s;
+    s.n = 24, s.k = 300;  // three k blocks, each at its own magnitude
+    s.scales = masked ? "fp32" : "ue8m0";
+    Case c{masked ? moe::kDeepGemmMaskedFp8 : moe::kDeepGemmContiguousFp8, moe::deepgemm_fp8_inputs(s, masked),
+           moe::deepgemm_fp8_params(s, masked), {}};
+    c.expected = run_oracle(contract(c.layout), c.in, c.params);
+    const std::string tag = fmt::format("DeepGEMM {} FP8", masked ? "masked" : "contig"), sc = s.scales + " scales";
+    auto fp8 = [&](const Tensors& in, int acc_bits) {
+      return from_npy<float>(moe::deepgemm_run_fp8(c.layout, in, c.params, acc_bits).at("d"), "d");
+    };
+    for (const int acc : {14, 24})
+      out.push_back(judge(fmt::format("{}: fp8_block, {}-bit accumulator", tag, acc), false,
+                          sc + ": stage 07's recipe, another accumulator", c, fp8(c.in, acc), c.params));
+    // Activation scales read untransposed: logical (i, kb) read at flat i KB + kb of the [KB, ld] slab.
+    const Array<float> sa = from_npy<float>(c.in.at("sa"), "sa");
+    Array<float> flat = sa;
+    const int64_t KB = sa.shape[sa.shape.size() - 2], ld = sa.shape.back(), slabs = masked ? sa.shape[0] : 1;
+    for (int64_t q = 0; q < slabs; ++q)
+      for (int64_t i = 0; i < ld; ++i)
+        for (int64_t kb = 0; kb < KB; ++kb) flat.data[(q * KB + kb) * ld + i] = sa.data[q * KB * ld + i * KB + kb];
+    for (float& v : flat.data) v = v > 0 ? v : 1.0f;  // the alignment padding read as scales: keep them valid
+    Tensors un = c.in;
+    un["sa"] = to_npy(flat);
+    out.push_back(judge(fmt::format("{}: activation scales read untransposed", tag), true, sc + ": DeepGEMM's "
+                        "MN-major (transposed) LHS scales", c, fp8(un, 14), c.params));
+    // Weight scales of the wrong k block (k block off by one).
+    const Array<float> sb = from_npy<float>(c.in.at("sb"), "sb");
+    Array<float> shifted = sb;
+    const int64_t SK = sb.shape[2];
+    for (size_t i = 0; i < sb.data.size(); ++i) shifted.data[i] = sb.data[i - i % SK + (i % SK + 1) % SK];
+    Tensors wk = c.in;
+    wk["sb"] = to_npy(shifted);
+    out.push_back(judge(fmt::format("{}: weight scales of the wrong k block", tag), true, sc + ": block-scaled GEMM ports", c,
+                        fp8(wk, 14), c.params));
+  }
 }
 
 }  // namespace ladder::mutants
