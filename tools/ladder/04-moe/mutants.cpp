@@ -139,6 +139,26 @@ void deepgemm_fp8_cases(std::vector<Outcome>& out) {
     out.push_back(judge(fmt::format("{}: weight scales of the wrong k block", tag), true, sc + ": block-scaled GEMM ports", c,
                         fp8(wk, 14), c.params));
   }
+  // SM100's packed UE8M0 scales: the rung on the packed case passes; a port reading the four bytes of each int32 in
+  // the other order (k block 4 j + b from byte 3 - b) fails.
+  moe::DeepGemmSpec s;
+  s.n = 24, s.k = 520, s.scales = "ue8m0_packed";
+  Case c{moe::kDeepGemmContiguousFp8, moe::deepgemm_fp8_inputs(s, false), moe::deepgemm_fp8_params(s, false), {}};
+  c.expected = run_oracle(contract(c.layout), c.in, c.params);
+  auto fp8 = [&](const Tensors& in) { return from_npy<float>(moe::deepgemm_run_fp8(c.layout, in, c.params).at("d"), "d"); };
+  out.push_back(judge("DeepGEMM contig FP8, packed UE8M0: fp8_block", false, "int32-packed scales unpacked exactly", c,
+                      fp8(c.in), c.params));
+  Tensors swapped = c.in;
+  for (const char* name : {"sa", "sb"}) {
+    Array<int32_t> w = from_npy<int32_t>(c.in.at(name), name);
+    for (int32_t& v : w.data) {
+      const uint32_t u = static_cast<uint32_t>(v);
+      v = static_cast<int32_t>((u >> 24) | ((u >> 8) & 0xFF00u) | ((u << 8) & 0xFF0000u) | (u << 24));
+    }
+    swapped[name] = to_npy(w);
+  }
+  out.push_back(judge("DeepGEMM packed UE8M0: bytes in the wrong order", true, "SM100 ports packing big-endian", c,
+                      fp8(swapped), c.params));
 }
 
 }  // namespace ladder::mutants
