@@ -159,6 +159,15 @@ void deepgemm_fp8_cases(std::vector<Outcome>& out) {
   }
   out.push_back(judge("DeepGEMM packed UE8M0: bytes in the wrong order", true, "SM100 ports packing big-endian", c,
                       fp8(swapped), c.params));
+  // The k-grouped layout (weight gradient): rows summed in another order pass; a group boundary off by one fails.
+  const moe::DeepGemmKSpec ks;
+  Case k{moe::kDeepGemmKGrouped, moe::deepgemm_k_grouped_inputs(ks), moe::deepgemm_k_grouped_params(ks), {}};
+  k.expected = run_oracle(contract(k.layout), k.in, k.params);
+  auto kg = [&](int shift) { return from_npy<float>(moe::deepgemm_k_grouped_run(k.in, k.params, shift).at("d"), "d"); };
+  out.push_back(judge("DeepGEMM k-grouped: K rows summed in reverse", false, "another summation order", k, kg(0),
+                      k.params));
+  out.push_back(judge("DeepGEMM k-grouped: a group boundary shifted by one row", true, "K offsets off by one", k, kg(1),
+                      k.params));
 }
 
 }  // namespace ladder::mutants

@@ -32,7 +32,7 @@
 //
 // DeepGEMM's own metric, reported beside the verdict, never part of it (DeepGEMM tests, calc_diff):
 //   calc_diff = 1 - 2 sum(x y) / sum(x x + y y), in float64 (core layout_cos_diff; FlashMLA's cal_diff too).
-// Not covered: the k-grouped layout (k_grouped_fp8_gemm_tn_contiguous).
+// The k-grouped layout (weight gradient, groups along K): kDeepGemmKGrouped, below (deepgemm_k_grouped.cpp).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -103,9 +103,26 @@ Tensors deepgemm_run_fp8(const std::string& layout, const Tensors& inputs, const
 // result for are 0.
 Tensors deepgemm_run_ragged(const std::string& layout, const Tensors& inputs, const nlohmann::json& params);
 
+// The k-grouped layout "04-moe/deepgemm_k_grouped" (MoE weight gradient; the facts in deepgemm_k_grouped.cpp's
+// header): a [sum(ks), m], b [sum(ks), n], ks <i4 [num_groups], optional c [num_groups, m, n];
+// d[g] = c[g] + a[K_g]^T b[K_g] over group g's rows. float32 values (FP8 not covered).
+inline constexpr const char* kDeepGemmKGrouped = "04-moe/deepgemm_k_grouped";
+struct DeepGemmKSpec {
+  std::vector<int64_t> ks = {256, 0, 128, 384};  // an empty group, as DeepGEMM's tests draw
+  int64_t m = 24, n = 40, k_alignment = 128;
+  bool accumulate = true;  // input c (DeepGEMM's tests: randn x 32)
+  uint64_t seed = 4105;
+};
+Tensors deepgemm_k_grouped_inputs(const DeepGemmKSpec& spec);
+nlohmann::json deepgemm_k_grouped_params(const DeepGemmKSpec& spec);
+// A float32 candidate summing each group's rows in descending order: {"d" <f4}. boundary_shift != 0 plants the
+// bug of a group boundary off by that many rows (between the first two non-empty groups).
+Tensors deepgemm_k_grouped_run(const Tensors& inputs, const nlohmann::json& params, int boundary_shift = 0);
+
 }  // namespace ladder::moe
 
 namespace ladder::stage_records {
+Contract contract_04_moe_deepgemm_k_grouped();
 Contract contract_04_moe_deepgemm_contiguous();
 Contract contract_04_moe_deepgemm_masked();
 Contract contract_04_moe_deepgemm_contiguous_fp8();
