@@ -118,17 +118,14 @@ FlashIn read(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug = F
     const int64_t K = idx.shape[2];
     const std::vector<int64_t> len = flashmla_detail::topk_lengths(t, kWho, "[b]", in.b, K);
     for (int64_t n = 0; n < qy.N; ++n) {
-      std::vector<int64_t> rows;
       const int64_t used = len.empty() || bug == FlashMlaBug::topk_length_ignored ? K : len[n / in.s_q];
-      for (int64_t k2 = 0; k2 < used; ++k2) {
-        int64_t v = idx.data[n * K + k2];
+      auto invalid = [&](int64_t k2, int64_t v) {
         require(v >= -1 && v < p.rows, "{}: input indices[{}, {}, {}] = {} violates -1 (invalid) or 0 <= index < "
                 "num_blocks x page_block_size = {}", kWho, n / in.s_q, n % in.s_q, k2, v, p.rows);
-        if (v == -1 && bug == FlashMlaBug::invalid_as_row0) v = 0;
-        if (v == -1 || (bug == FlashMlaBug::dedup && std::find(rows.begin(), rows.end(), v) != rows.end())) continue;
-        rows.push_back(v);
-      }
-      qy.rows.push_back(std::move(rows));  // empty: FlashMLA's lonely token, o = 0 and lse = +inf
+        return v == -1;
+      };
+      // empty: FlashMLA's lonely token, o = 0 and lse = +inf
+      qy.rows.push_back(flashmla_detail::listed_rows(&idx.data[n * K], used, invalid, bug));
     }
     if (bug != FlashMlaBug::sink_ignored) qy.sink = flashmla_detail::sinks(t, kWho, in.h_q);
     return in;

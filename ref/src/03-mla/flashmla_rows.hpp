@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ladder/03-mla/flash.hpp"
+#include "ladder/03-mla/flashmla.hpp"
 #include "ladder/03-mla/mla.hpp"
 #include "ladder/core/contract.hpp"
 #include "ladder/core/rng.hpp"
@@ -48,6 +49,24 @@ template <class T>
 struct Attn {
   Array<T> o, lse, mx;  // [N, H, R]; [N, H] natural-log lse; [N, H] the largest scaled score
 };
+
+// One query token's listed rows, shared by sparse decode and sparse prefill: entries 0 .. used - 1 of its indices e
+// (used = topk_length, or all with bug topk_length_ignored), in order, duplicates kept; invalid(k, v) says an entry is
+// invalid (and may refuse one with an error); bug invalid_as_row0 reads an invalid entry as row 0, bug dedup skips a
+// repeat. Empty: a lonely token.
+template <class Invalid>
+std::vector<int64_t> listed_rows(const int64_t* e, int64_t used, const Invalid& invalid, FlashMlaBug bug) {
+  std::vector<int64_t> rows;
+  for (int64_t k = 0; k < used; ++k) {
+    int64_t v = e[k];
+    const bool bad = invalid(k, v);
+    if (bad && bug == FlashMlaBug::invalid_as_row0) v = 0;
+    else if (bad) continue;
+    if (bug == FlashMlaBug::dedup && std::find(rows.begin(), rows.end(), v) != rows.end()) continue;
+    rows.push_back(v);
+  }
+  return rows;
+}
 
 // The optional input topk_length ([b] in decode, [s_q] in prefill; FlashMLA: only the leftmost topk_length[i] indices
 // are processed): empty when absent, else each entry checked 0 <= entry <= topk.

@@ -57,17 +57,11 @@ PrefillIn read(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug =
   qy.q = in.q.data.data(), qy.N = in.s_q, qy.H = in.h_q, qy.D = in.d, qy.R = in.dv;
   qy.scale = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d));
   const std::vector<int64_t> len = flashmla_detail::topk_lengths(t, kWho, "[s_q]", in.s_q, K);
+  auto invalid = [s_kv](int64_t, int64_t v) { return v < 0 || v >= s_kv; };  // -1 or any number >= s_kv (README)
   for (int64_t n = 0; n < in.s_q; ++n) {
-    std::vector<int64_t> rows;
     const int64_t used = len.empty() || bug == FlashMlaBug::topk_length_ignored ? K : len[n];
-    for (int64_t k = 0; k < used; ++k) {
-      int64_t v = idx.data[n * K + k];
-      if ((v < 0 || v >= s_kv) && bug == FlashMlaBug::invalid_as_row0) v = 0;
-      if (v < 0 || v >= s_kv) continue;  // invalid: -1 or any number >= s_kv (README)
-      if (bug == FlashMlaBug::dedup && std::find(rows.begin(), rows.end(), v) != rows.end()) continue;
-      rows.push_back(v);
-    }
-    qy.rows.push_back(std::move(rows));  // empty: a lonely token, out = 0, max_logits = -inf, lse = +inf
+    // empty: a lonely token, out = 0, max_logits = -inf, lse = +inf
+    qy.rows.push_back(flashmla_detail::listed_rows(&idx.data[n * K], used, invalid, bug));
   }
   if (bug != FlashMlaBug::sink_ignored) qy.sink = flashmla_detail::sinks(t, kWho, in.h_q);
   return in;
