@@ -34,23 +34,13 @@ Outcome judge(std::string name, bool mutant, std::string source, const Case& c, 
   return {std::move(name), mutant, std::move(source), r.pass, std::move(first)};
 }
 
-Array<float> ragged(const Case& c, const Tensors& in) {
-  return from_npy<float>(moe::deepgemm_run_ragged(c.layout, in, c.params).at("d"), "d");
-}
-
-Tensors with_ints(Tensors in, const char* name, const std::vector<int64_t>& v) {
-  Array<int32_t> a({static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) a.data[i] = static_cast<int32_t>(v[i]);
-  in[name] = to_npy(a);
-  return in;
-}
 
 }  // namespace
 
 void deepgemm_cases(std::vector<Outcome>& out) {
   const Case c = make(false);
   const std::vector<int64_t> idx = npy_as_int64(c.in.at("m_indices"), "m_indices").data;
-  const Array<float> good = ragged(c, c.in);
+  const Array<float> good = moe::deepgemm_ragged_d(c.layout, c.in, c.params);
   const int64_t n = good.shape[1], bm = c.params.at("block_m").get<int64_t>(), G = c.in.at("b").shape[0];
   out.push_back(judge("DeepGEMM contiguous: the ragged_dot rung in the layout", false, "stage 04's grouped product",
                       c, good, c.params));
@@ -68,7 +58,7 @@ void deepgemm_cases(std::vector<Outcome>& out) {
   for (size_t i = 0; i < idx.size(); ++i)
     if (idx[i] >= 0) wrap[i] = idx[(i / bm + 1) * bm - 1] < 0 ? G - 1 : idx[(i / bm + 1) * bm - 1];
   out.push_back(judge("a padding row's group index (-1) taken as an expert", true, "negative index wraps (Python)", c,
-                      ragged(c, with_ints(c.in, "m_indices", wrap)), c.params));
+                      moe::deepgemm_ragged_d(c.layout, moe::deepgemm_with_ints(c.in, "m_indices", wrap), c.params), c.params));
   Array<float> shifted = good;
   int64_t first = 0, last = 0;
   while (idx[first] != 3) ++first;
@@ -79,7 +69,7 @@ void deepgemm_cases(std::vector<Outcome>& out) {
 
   const Case m = make(true);
   const std::vector<int64_t> mm = npy_as_int64(m.in.at("masked_m"), "masked_m").data;
-  const Array<float> mgood = ragged(m, m.in);
+  const Array<float> mgood = moe::deepgemm_ragged_d(m.layout, m.in, m.params);
   const int64_t M = mgood.shape[1], mn = mgood.shape[2], k = m.in.at("a").shape[2];
   Array<float> nan_past = mgood;
   for (size_t g = 0; g < mm.size(); ++g)
@@ -94,10 +84,10 @@ void deepgemm_cases(std::vector<Outcome>& out) {
   Tensors in = m.in;
   in["a"] = to_npy(packed);
   out.push_back(judge("masked buffer read as packed (rows past masked_m counted)", true, "masked vs contiguous offsets",
-                      m, ragged(m, in), m.params));
+                      m, moe::deepgemm_ragged_d(m.layout, in, m.params), m.params));
   std::vector<int64_t> hint(mm.size(), std::min<int64_t>(m.params.at("expected_m").get<int64_t>(), M));
   out.push_back(judge("expected_m taken for masked_m", true, "the hint read as the count", m,
-                      ragged(m, with_ints(m.in, "masked_m", hint)), m.params));
+                      moe::deepgemm_ragged_d(m.layout, moe::deepgemm_with_ints(m.in, "masked_m", hint), m.params), m.params));
   deepgemm_fp8_cases(out);
 }
 

@@ -102,6 +102,9 @@ Tensors deepgemm_run_fp8(const std::string& layout, const Tensors& inputs, const
 // scattered back into the layout `layout` (kDeepGemmContiguous | kDeepGemmMasked): {"d" <f4}; rows it has no
 // result for are 0.
 Tensors deepgemm_run_ragged(const std::string& layout, const Tensors& inputs, const nlohmann::json& params);
+// For tests and the mutation catalogue: that rung's d as float32; inputs with `name` replaced by an <i4 vector.
+Array<float> deepgemm_ragged_d(const std::string& layout, const Tensors& inputs, const nlohmann::json& params);
+Tensors deepgemm_with_ints(Tensors inputs, const std::string& name, const std::vector<int64_t>& values);
 
 // The k-grouped layout "04-moe/deepgemm_k_grouped" (MoE weight gradient; the facts in deepgemm_k_grouped.cpp's
 // header): a [sum(ks), m], b [sum(ks), n], ks <i4 [num_groups], optional c [num_groups, m, n];
