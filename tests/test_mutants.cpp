@@ -36,7 +36,11 @@ TEST_CASE("mutation score: every bug class caught, every correct variant passed"
                            "wrong block_table entry", "scales of the wrong block",
                            "sequence shorter than a block", "padding row of the contiguous layout written",
                            "group index (-1) taken as an expert", "segment shifted by a row",
-                           "rows past masked_m counted"}) {
+                           "rows past masked_m counted", "scale of the neighbouring 128-group",
+                           "scale divided instead of multiplied", "RoPE part read as FP8",
+                           "activation scales read untransposed", "weight scales of the wrong k block",
+                           "lonely token: o NaN", "topk_length ignored", "attention sink ignored",
+                           "packed UE8M0: bytes in the wrong order", "group boundary shifted by one row"}) {
     const bool there = std::any_of(outcomes.begin(), outcomes.end(), [&](const mutants::Outcome& o) {
       return o.mutant && o.name.find(want) != std::string::npos;
     });

@@ -4,7 +4,8 @@ in FlashMLA's layouts (s_q = 2, causal), the flash_mla rung's o, lse (`ladder fl
 pass `ladder check 03-mla/flashmla` (exit 0, FlashMLA's cos_diff printed beside the verdict); mutants fail (exit
 1): lse in log2, o written [h_q, s_q] into the [s_q, h_q] buffer, the causal flag ignored. The FP8 "with scale"
 cache (`write --kv-fp8`: uint8 [num_blocks, 64, 1, 656]) and sparse decode (`--topk`) the same, with the planted
-bugs of `flash --plant` failing; sparse prefill (`prefill-write`, `prefill-flash`): the rung passes, lse in ln where
+bugs of `flash --plant` failing (a lonely token, topk_length and attn_sink too: --lonely --topk-length --sink);
+sparse prefill (`prefill-write`, `prefill-flash`): the rung passes, lse in ln where
 log2 is promised and the planted bugs fail. With the Python module's folder given, ladder.flashmla_check and
 ladder.flashmla_sparse_prefill_check give the same verdicts on the same files.
 
@@ -71,7 +72,9 @@ with tempfile.TemporaryDirectory() as tmp:
     # The FP8 "with scale" cache and sparse decode: the flash rung passes, each planted bug fails.
     cases = {"fp8": (["--kv-fp8"], ["scale_neighbour", "rope_as_fp8", "scale_divide"]),
              "sparse": (["--topk", "64"], ["invalid_as_row0", "dedup"]),
-             "fp8_sparse": (["--kv-fp8", "--topk", "64"], ["invalid_as_row0", "dedup", "scale_neighbour"])}
+             "fp8_sparse": (["--kv-fp8", "--topk", "64"], ["invalid_as_row0", "dedup", "scale_neighbour"]),
+             "extras": (["--kv-fp8", "--topk", "64", "--lonely", "--topk-length", "--sink"],
+                        ["lonely_nan", "topk_length_ignored", "sink_ignored"])}
     more = {}  # (case, candidate folder) -> CLI pass
     for name, (flags, bugs) in cases.items():
         cdir = j(tmp, "case_" + name)
@@ -95,15 +98,20 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("prefill-write", ["flashmla", "prefill-write", "--out", pcase, "--s-q", "4", "--s-kv", "200", "--topk", "64",
                              "--h-q", "8"], 0, "wrote")
     pre = {}
-    for bug in ("none", "invalid_as_row0", "dedup"):
-        out = j(tmp, f"prefill_{bug}")
-        expect(f"prefill-flash --plant {bug}", ["flashmla", "prefill-flash", pcase, "--out", out, "--plant", bug], 0,
-               "wrote")
-        want = bug == "none"
-        expect(f"check prefill {bug} {'passes' if want else 'fails'}",
-               ["check", "03-mla/flashmla_sparse_prefill", pcase, out, "--output", "out,max_logits,lse"],
-               0 if want else 1, "flashmla_cos_diff" if want else "FAIL")
-        pre[out] = want
+    xcase = j(tmp, "prefill_extras")  # a lonely token, topk_length, attn_sink
+    expect("prefill-write extras", ["flashmla", "prefill-write", "--out", xcase, "--s-q", "4", "--s-kv", "200", "--topk",
+                                    "64", "--h-q", "8", "--lonely", "--topk-length", "--sink"], 0, "wrote")
+    for cdir, bugs in ((pcase, ("none", "invalid_as_row0", "dedup")),
+                       (xcase, ("none", "lonely_nan", "topk_length_ignored", "sink_ignored"))):
+        for bug in bugs:
+            out = j(tmp, f"{os.path.basename(cdir)}_{bug}")
+            expect(f"prefill-flash {os.path.basename(cdir)} --plant {bug}",
+                   ["flashmla", "prefill-flash", cdir, "--out", out, "--plant", bug], 0, "wrote")
+            want = bug == "none"
+            expect(f"check {os.path.basename(cdir)} {bug} {'passes' if want else 'fails'}",
+                   ["check", "03-mla/flashmla_sparse_prefill", cdir, out, "--output", "out,max_logits,lse"],
+                   0 if want else 1, "flashmla_cos_diff" if want else "FAIL")
+            pre[out] = (cdir, want)
     ln = j(tmp, "prefill_lse_ln")
     os.makedirs(ln)
     good = j(tmp, "prefill_none")
@@ -112,7 +120,7 @@ with tempfile.TemporaryDirectory() as tmp:
     np.save(j(ln, "lse.npy"), np.load(j(good, "lse.npy")) * np.log(2.0))  # natural log where log2 is promised
     expect("check prefill lse in ln fails", ["check", "03-mla/flashmla_sparse_prefill", pcase, ln, "--output",
                                              "out,max_logits,lse"], 1, "FAIL")
-    pre[ln] = False
+    pre[ln] = (pcase, False)
     expect("prefill-flash refuses an FP8 bug", ["flashmla", "prefill-flash", pcase, "--out", j(tmp, "x"), "--plant",
                                                 "rope_as_fp8"], 2, "concerns FP8 records")
     if PYDIR:
@@ -135,8 +143,8 @@ with tempfile.TemporaryDirectory() as tmp:
             ok = r["pass"] == want and arrays["kcache"].dtype == np.uint8
             print(f"{'ok  ' if ok else 'FAIL'} python on numpy inputs (uint8 kcache, indices), {bug}: pass={r['pass']}")
             failures += 0 if ok else 1
-        for d, want in pre.items():
-            r = ladder.flashmla_sparse_prefill_check(pcase, *(np.load(j(d, f + ".npy")) for f in ("out", "max_logits",
+        for d, (pc, want) in pre.items():
+            r = ladder.flashmla_sparse_prefill_check(pc, *(np.load(j(d, f + ".npy")) for f in ("out", "max_logits",
                                                                                                    "lse")))
             ok = r["pass"] == want
             print(f"{'ok  ' if ok else 'FAIL'} python agrees on {os.path.basename(d)}: pass={r['pass']} "

@@ -46,6 +46,11 @@ ladder_add_test(test_03_mla_flashmla
 ladder_add_test(test_03_mla_flashmla_sparse
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_flashmla_sparse.cpp
   LIBS ladder_core)
+# FlashMLA's sparse extras: a lonely token (o = 0, lse = +inf, judged exactly), topk_length, attn_sink; the planted
+# bugs (lonely token NaN / -inf, topk_length ignored, sink ignored) fail.
+ladder_add_test(test_03_mla_flashmla_sinks
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_flashmla_sinks.cpp
+  LIBS ladder_core)
 # The same through the `ladder` binary and Python: write, flash, check (exit 0); a mutant fails (exit 1); the
 # Python verdicts equal the CLI's.
 if(TARGET ladder)

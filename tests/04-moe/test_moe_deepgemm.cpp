@@ -41,16 +41,8 @@ CheckReport judge(const Case& c, const NpyData& d, const nlohmann::json* params 
   return check(contract(c.layout), c.in, params ? *params : c.params, c.expected, "d", d);
 }
 
-Array<float> ragged(const Case& c, const Tensors& in) { return from_npy<float>(deepgemm_run_ragged(c.layout, in, c.params).at("d"), "d"); }
 
 std::vector<int64_t> ints(const Tensors& in, const char* name) { return npy_as_int64(in.at(name), name).data; }
-
-Tensors with_ints(Tensors in, const char* name, const std::vector<int64_t>& v) {
-  Array<int32_t> a({static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) a.data[i] = static_cast<int32_t>(v[i]);
-  in[name] = to_npy(a);
-  return in;
-}
 
 }  // namespace
 
@@ -63,7 +55,7 @@ TEST_CASE("deepgemm: the layouts are found by name; a wrong one is named") {
 TEST_CASE("deepgemm: the ragged_dot rung written into each layout passes; calc_diff is reported beside") {
   for (const bool masked : {false, true}) {
     const Case c = make(masked);
-    const CheckReport r = judge(c, to_npy(ragged(c, c.in)));
+    const CheckReport r = judge(c, to_npy(deepgemm_ragged_d(c.layout, c.in, c.params)));
     INFO(c.layout, ": ", r.text);
     CHECK(r.pass);
     REQUIRE(r.metrics.count("deepgemm_calc_diff"));
@@ -75,7 +67,7 @@ TEST_CASE("deepgemm: the ragged_dot rung written into each layout passes; calc_d
 TEST_CASE("deepgemm contiguous: a padding row written fails under padding_rows zero, passes where unjudged") {
   const Case c = make(false);
   const std::vector<int64_t> idx = ints(c.in, "m_indices");
-  Array<float> d = ragged(c, c.in);
+  Array<float> d = deepgemm_ragged_d(c.layout, c.in, c.params);
   const int64_t n = d.shape[1];
   int64_t last = 0;  // expert 1's last valid row (97 rows from row 0): the store one row past it
   while (idx[last + 1] == 1) ++last;
@@ -104,7 +96,7 @@ TEST_CASE("deepgemm contiguous: a padding row's group index (-1) taken as an exp
     if (idx[i] >= 0) bad[i] = e < 0 ? G - 1 : e;
   }
   REQUIRE(bad != idx);
-  const CheckReport r = judge(c, to_npy(ragged(c, with_ints(c.in, "m_indices", bad))));
+  const CheckReport r = judge(c, to_npy(deepgemm_ragged_d(c.layout, deepgemm_with_ints(c.in, "m_indices", bad), c.params)));
   INFO(r.text);
   CHECK_FALSE(r.pass);
   CHECK(r.metrics.at("deepgemm_calc_diff") > 1e-3);
@@ -113,7 +105,7 @@ TEST_CASE("deepgemm contiguous: a padding row's group index (-1) taken as an exp
 TEST_CASE("deepgemm contiguous: one expert's segment shifted by a row fails") {
   const Case c = make(false);
   const std::vector<int64_t> idx = ints(c.in, "m_indices");
-  Array<float> d = ragged(c, c.in);
+  Array<float> d = deepgemm_ragged_d(c.layout, c.in, c.params);
   const int64_t n = d.shape[1];
   int64_t first = 0, last = 0;  // expert 3's segment (130 rows over two blocks)
   while (idx[first] != 3) ++first;
@@ -127,7 +119,7 @@ TEST_CASE("deepgemm contiguous: one expert's segment shifted by a row fails") {
 
 TEST_CASE("deepgemm masked: rows past masked_m are not judged (NaN there passes), and the report counts them") {
   const Case c = make(true);
-  Array<float> d = ragged(c, c.in);
+  Array<float> d = deepgemm_ragged_d(c.layout, c.in, c.params);
   const std::vector<int64_t> mm = ints(c.in, "masked_m");
   const int64_t G = d.shape[0], M = d.shape[1], n = d.shape[2];
   int64_t past = 0;
@@ -150,7 +142,7 @@ TEST_CASE("deepgemm masked: the buffer read as packed (rows past masked_m counte
     for (int64_t i = 0; i < mm[g]; ++i) std::copy_n(&a.data[(off + i) * k], k, &packed.data[(g * M + i) * k]);
   Tensors in = c.in;
   in["a"] = to_npy(packed);
-  const CheckReport r = judge(c, to_npy(ragged(c, in)));
+  const CheckReport r = judge(c, to_npy(deepgemm_ragged_d(c.layout, in, c.params)));
   INFO(r.text);
   CHECK_FALSE(r.pass);
 }
@@ -160,7 +152,7 @@ TEST_CASE("deepgemm masked: expected_m (the hint) taken as every group's row cou
   const int64_t hint = c.params.at("expected_m").get<int64_t>(), M = c.in.at("a").shape[1];
   std::vector<int64_t> mm = ints(c.in, "masked_m");
   for (int64_t& m : mm) m = std::min(hint, M);
-  const CheckReport r = judge(c, to_npy(ragged(c, with_ints(c.in, "masked_m", mm))));
+  const CheckReport r = judge(c, to_npy(deepgemm_ragged_d(c.layout, deepgemm_with_ints(c.in, "masked_m", mm), c.params)));
   INFO(r.text);
   CHECK_FALSE(r.pass);
 }
@@ -173,7 +165,7 @@ TEST_CASE("deepgemm: bad layouts are refused naming the input or param") {
   while (idx[pad] != -1) ++pad;
   idx[pad] = 1;  // a valid row after padding rows would be fine only if it continued the segment: make a gap
   idx[pad - 1] = -1;
-  CHECK_THROWS_WITH_AS(run_oracle(cc, with_ints(c.in, "m_indices", idx), c.params),
+  CHECK_THROWS_WITH_AS(run_oracle(cc, deepgemm_with_ints(c.in, "m_indices", idx), c.params),
                        doctest::Contains("m_indices"), Error);
   nlohmann::json p = c.params;
   p["block_m"] = 100;
@@ -184,7 +176,7 @@ TEST_CASE("deepgemm: bad layouts are refused naming the input or param") {
   const Case m = make(true);
   std::vector<int64_t> mm = ints(m.in, "masked_m");
   mm[0] = m.in.at("a").shape[1] + 1;
-  CHECK_THROWS_WITH_AS(run_oracle(contract(kDeepGemmMasked), with_ints(m.in, "masked_m", mm), m.params),
+  CHECK_THROWS_WITH_AS(run_oracle(contract(kDeepGemmMasked), deepgemm_with_ints(m.in, "masked_m", mm), m.params),
                        doctest::Contains("masked_m[0]"), Error);
 }
 

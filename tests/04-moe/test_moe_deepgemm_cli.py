@@ -84,6 +84,21 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("fp8_block rung", ["deepgemm", "ragged", fp8, "--out", j(tmp, "fp8_rung")], 0, "fp8_block")
     expect("check fp8", ["check", "04-moe/deepgemm_contiguous_fp8", fp8, j(tmp, "fp8_rung")], 0, "bound rule")
     verdicts.append(("contiguous_fp8", fp8, j(tmp, "fp8_rung"), True))
+    # SM100's packed int32 UE8M0 scales: the same rung passes; its d equals the float32-scale case's bit for bit.
+    pk = j(tmp, "contiguous_fp8_packed")
+    expect("write fp8 packed", ["deepgemm", "write", "--fp8", "--scales", "ue8m0_packed", "--out", pk, *shape], 0, "sa")
+    sa = np.load(j(pk, "sa.npy"))
+    ok = sa.dtype == np.int32 and np.array_equal(
+        np.load(j(pk, "a.npy")), np.load(j(fp8, "a.npy")))
+    print(f"{'ok  ' if ok else 'FAIL'} packed sa is int32 {sa.shape}")
+    failures += 0 if ok else 1
+    expect("fp8_block rung packed", ["deepgemm", "ragged", pk, "--out", j(tmp, "fp8_rung_packed")], 0, "fp8_block")
+    expect("check fp8 packed", ["check", "04-moe/deepgemm_contiguous_fp8", pk, j(tmp, "fp8_rung_packed")], 0,
+           "bound rule")
+    same = np.array_equal(np.load(j(tmp, "fp8_rung_packed", "d.npy")), np.load(j(tmp, "fp8_rung", "d.npy")))
+    print(f"{'ok  ' if same else 'FAIL'} packed and float32 UE8M0 scales give the same d")
+    failures += 0 if same else 1
+    verdicts.append(("contiguous_fp8", pk, j(tmp, "fp8_rung_packed"), True))
     expect("unknown layout", ["check", "04-moe/deepgemm_maskd", case, j(tmp, "nan_past")], 2, "04-moe/deepgemm_masked")
     expect("bad --layout", ["deepgemm", "write", "--layout", "kgrouped", "--out", j(tmp, "x")], 2, "--layout")
     if PYDIR:

@@ -20,6 +20,15 @@ endif()
 ladder_add_test(test_04_moe_deepgemm
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm.cpp
   LIBS ladder_core)
+# SM100's packed int32 UE8M0 scales (scales = "ue8m0_packed"): the packing byte by byte, the round trip, verdicts
+# equal to float32 UE8M0 scales; the bytes read in the other order fail.
+ladder_add_test(test_04_moe_deepgemm_ue8m0
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm_ue8m0.cpp
+  LIBS ladder_core)
+# DeepGEMM's K-grouped layout (weight gradient): semantics pinned, another order passes, a shifted group boundary fails.
+ladder_add_test(test_04_moe_deepgemm_k_grouped
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm_k_grouped.cpp
+  LIBS ladder_core)
 # The same through the `ladder` binary and Python: write, ragged, check (exit 0); mutants fail (exit 1); unjudged
 # rows pass; the Python verdicts equal the CLI's.
 if(TARGET ladder)

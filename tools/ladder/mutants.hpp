@@ -29,6 +29,10 @@ std::vector<Outcome> run_catalogue(const std::filesystem::path& golden_root);
 
 // The catalogue's DeepGEMM part (tools/ladder/04-moe/mutants.cpp): stage 04's grouped-GEMM layouts.
 void deepgemm_cases(std::vector<Outcome>& out);
+// Its FP8 layouts (the same file): activation scales untransposed, weight scales of the wrong k block.
+void deepgemm_fp8_cases(std::vector<Outcome>& out);
+// The catalogue's FlashMLA part (tools/ladder/03-mla/mutants.cpp): FP8 records, lonely token, topk_length, sink.
+void flashmla_cases(std::vector<Outcome>& out);
 
 // The table `ladder mutants` prints, its last line the score ("N/N mutants caught, M/M correct variants passed").
 std::string table(const std::vector<Outcome>& outcomes);

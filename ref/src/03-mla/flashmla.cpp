@@ -107,6 +107,8 @@ FlashIn read(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug = F
   qy.q = in.q.data.data(), qy.N = in.b * in.s_q, qy.H = in.h_q, qy.D = in.d, qy.R = in.dv;
   qy.scale = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d));
   in.sparse = t.count("indices") > 0;
+  require(in.sparse || (!t.count("attn_sink") && !t.count("topk_length")), "{}: inputs attn_sink and topk_length "
+          "need input indices (FlashMLA takes them in sparse decode only)", kWho);
   if (in.sparse) {  // sparse decode: the indices name physical rows; block_table and cache_seqlens are not read
     require(!in.causal, "{}: param causal = true violates false with input indices (sparse decode: the indices say "
             "which rows each query token sees)", kWho);
@@ -114,20 +116,18 @@ FlashIn read(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug = F
     require(idx.shape.size() == 3 && idx.shape[0] == in.b && idx.shape[1] == in.s_q,
             "{}: input indices has shape {}, violates [b = {}, s_q = {}, topk]", kWho, shape_str(idx.shape), in.b, in.s_q);
     const int64_t K = idx.shape[2];
+    const std::vector<int64_t> len = flashmla_detail::topk_lengths(t, kWho, "[b]", in.b, K);
     for (int64_t n = 0; n < qy.N; ++n) {
-      std::vector<int64_t> rows;
-      for (int64_t k2 = 0; k2 < K; ++k2) {
-        int64_t v = idx.data[n * K + k2];
+      const int64_t used = len.empty() || bug == FlashMlaBug::topk_length_ignored ? K : len[n / in.s_q];
+      auto invalid = [&](int64_t k2, int64_t v) {
         require(v >= -1 && v < p.rows, "{}: input indices[{}, {}, {}] = {} violates -1 (invalid) or 0 <= index < "
                 "num_blocks x page_block_size = {}", kWho, n / in.s_q, n % in.s_q, k2, v, p.rows);
-        if (v == -1 && bug == FlashMlaBug::invalid_as_row0) v = 0;
-        if (v == -1 || (bug == FlashMlaBug::dedup && std::find(rows.begin(), rows.end(), v) != rows.end())) continue;
-        rows.push_back(v);
-      }
-      require(!rows.empty(), "{}: input indices[{}, {}, :] has no valid entry (FlashMLA gives such a token o = 0, lse "
-              "= +inf; not judged here)", kWho, n / in.s_q, n % in.s_q);
-      qy.rows.push_back(std::move(rows));
+        return v == -1;
+      };
+      // empty: FlashMLA's lonely token, o = 0 and lse = +inf
+      qy.rows.push_back(flashmla_detail::listed_rows(&idx.data[n * K], used, invalid, bug));
     }
+    if (bug != FlashMlaBug::sink_ignored) qy.sink = flashmla_detail::sinks(t, kWho, in.h_q);
     return in;
   }
   // Dense: stage 03's q_lens semantics (contract.cpp, per_token): query token i of sequence b is a decode step of its
@@ -186,16 +186,20 @@ const char* flashmla_bug_name(FlashMlaBug b) {
     case FlashMlaBug::scale_divide: return "scale_divide";
     case FlashMlaBug::invalid_as_row0: return "invalid_as_row0";
     case FlashMlaBug::dedup: return "dedup";
+    case FlashMlaBug::lonely_nan: return "lonely_nan";
+    case FlashMlaBug::topk_length_ignored: return "topk_length_ignored";
+    case FlashMlaBug::sink_ignored: return "sink_ignored";
   }
   return "?";
 }
 
 FlashMlaBug flashmla_bug(const std::string& name) {
   for (FlashMlaBug b : {FlashMlaBug::none, FlashMlaBug::scale_neighbour, FlashMlaBug::rope_as_fp8,
-                        FlashMlaBug::scale_divide, FlashMlaBug::invalid_as_row0, FlashMlaBug::dedup})
+                        FlashMlaBug::scale_divide, FlashMlaBug::invalid_as_row0, FlashMlaBug::dedup,
+                        FlashMlaBug::lonely_nan, FlashMlaBug::topk_length_ignored, FlashMlaBug::sink_ignored})
     if (name == flashmla_bug_name(b)) return b;
   throw Error(fmt::format("--plant {}: no such bug (bugs: none, scale_neighbour, rope_as_fp8, scale_divide, "
-                          "invalid_as_row0, dedup)", name));
+                          "invalid_as_row0, dedup, lonely_nan, topk_length_ignored, sink_ignored)", name));
 }
 
 Tensors flashmla_inputs(const FlashMlaSpec& s) {
@@ -243,8 +247,11 @@ Tensors flashmla_inputs(const FlashMlaSpec& s) {
           e[k2] = static_cast<int32_t>(table.data[b * W + j / bs] * bs + j % bs);
         }
         if (s.topk >= 3) e[s.topk - 2] = -1, e[s.topk - 1] = e[0];  // one invalid entry, one duplicate at least
+        if (s.topk_length && s.topk >= 4) e[1] = -1, e[2] = e[0];   // the same inside the prefix topk_length keeps
       }
+    if (s.lonely) std::fill_n(idx.data.begin(), s.topk, -1);
     t["indices"] = to_npy(idx);
+    flashmla_detail::extra_inputs(t, rng, s.topk_length, s.sink, B, s.topk, s.h_q);
   }
   return t;
 }
@@ -263,7 +270,9 @@ Tensors flashmla_run_flash(const Tensors& t, const nlohmann::json& params, int64
           flashmla_bug_name(bug));
   require(fp8_bug || bug == FlashMlaBug::none || in.sparse, "{}: bug {} concerns indices; this case is dense", kWho,
           flashmla_bug_name(bug));
-  return layout(in, flashmla_detail::flash_rows(in.query, in.pool, split_blocks));
+  Attn<float> a = flashmla_detail::flash_rows(in.query, in.pool, split_blocks);
+  if (bug == FlashMlaBug::lonely_nan) flashmla_detail::plant_lonely_nan(in.query, a);
+  return layout(in, std::move(a));
 }
 
 double flashmla_cos_diff(const Array<double>& x, const Array<double>& y) { return layout_cos_diff(x, y); }
@@ -287,7 +296,10 @@ Contract contract_03_mla_flashmla() {
               {"cache_seqlens", "<i4|<i8", "[b]",
                "cache length of each sequence, its s_q query tokens included; dense only, not read with indices", true},
               {"indices", "<i4|<i8", "[b, s_q, topk]", "sparse decode: rows block x page_block_size + offset, -1 "
-               "invalid; duplicates count as often as listed (absent: dense)", true}};
+               "invalid; duplicates count as often as listed (absent: dense)", true},
+              {"topk_length", "<i4|<i8", "[b]", "sparse only: only the leftmost topk_length[b] indices are read", true},
+              {"attn_sink", "<f4", "[h_q]", "sparse only: a logit per head in the softmax denominator without a value "
+               "row: o x e^lse / (e^lse + e^sink); lse unchanged", true}};
   c.params = {{"causal", "boolean", "mask aligned bottom right: token i sees rows j <= cache_seqlens - s_q + i "
                                     "(default false, as flash_mla_with_kvcache)"},
               {"head_dim_v", "integer", "dv: V = the first dv dims of a cache row (default 512)"},
@@ -296,7 +308,8 @@ Contract contract_03_mla_flashmla() {
   const std::string tok = "one scale per query token: o is a convex combination of value rows for each head";
   c.outputs = {{"o", "<f8", "[b, s_q, h_q, dv]", "attention output in the latent space (before W_UV)", Rule::max_abs,
                 2, tok, false, ""},
-               {"lse", "<f8", "[b, h_q, s_q]", "log sum_j e^{scaled score_j}, natural log (softmax_lse)",
+               {"lse", "<f8", "[b, h_q, s_q]", "log sum_j e^{scaled score_j}, natural log (softmax_lse); +inf for a "
+                "token with no valid index (its o = 0)",
                 Rule::max_abs, 2, "per-row statistics of one scale (score entries), as stage 03's lse", false, ""}};
   c.outputs[0].slice_axes = 2;  // (b, s_q): one token
   c.outputs[1].slice_axes = 2;  // (b, h_q)
@@ -309,7 +322,7 @@ Contract contract_03_mla_flashmla() {
     return prec == DType::F4 ? attend<float>(in) : attend<double>(in);
   };
   c.report_metrics = [](const std::string&, const Array<double>& e, const Array<double>& x) {
-    return std::map<std::string, double>{{"flashmla_cos_diff", flashmla_cos_diff(x, e)}};
+    return std::map<std::string, double>{{"flashmla_cos_diff", flashmla_detail::finite_cos_diff(x, e)}};
   };
   return c;
 }

@@ -56,18 +56,14 @@ PrefillIn read(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug =
   Query& qy = in.query;
   qy.q = in.q.data.data(), qy.N = in.s_q, qy.H = in.h_q, qy.D = in.d, qy.R = in.dv;
   qy.scale = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d));
+  const std::vector<int64_t> len = flashmla_detail::topk_lengths(t, kWho, "[s_q]", in.s_q, K);
+  auto invalid = [s_kv](int64_t, int64_t v) { return v < 0 || v >= s_kv; };  // -1 or any number >= s_kv (README)
   for (int64_t n = 0; n < in.s_q; ++n) {
-    std::vector<int64_t> rows;
-    for (int64_t k = 0; k < K; ++k) {
-      int64_t v = idx.data[n * K + k];
-      if ((v < 0 || v >= s_kv) && bug == FlashMlaBug::invalid_as_row0) v = 0;
-      if (v < 0 || v >= s_kv) continue;  // invalid: -1 or any number >= s_kv (README)
-      if (bug == FlashMlaBug::dedup && std::find(rows.begin(), rows.end(), v) != rows.end()) continue;
-      rows.push_back(v);
-    }
-    require(!rows.empty(), "{}: input indices[{}, 0, :] has no valid entry (no row to attend; not judged here)", kWho, n);
-    qy.rows.push_back(std::move(rows));
+    const int64_t used = len.empty() || bug == FlashMlaBug::topk_length_ignored ? K : len[n];
+    // empty: a lonely token, out = 0, max_logits = -inf, lse = +inf
+    qy.rows.push_back(flashmla_detail::listed_rows(&idx.data[n * K], used, invalid, bug));
   }
+  if (bug != FlashMlaBug::sink_ignored) qy.sink = flashmla_detail::sinks(t, kWho, in.h_q);
   return in;
 }
 
@@ -101,8 +97,12 @@ Tensors flashmla_prefill_inputs(const FlashMlaPrefillSpec& s) {
     for (int64_t k = 0; k < s.topk; ++k) e[k] = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(s.s_kv)));
     // FlashMLA's invalid entries, both kinds, and a duplicate (its tests' generator makes them too)
     e[s.topk - 3] = -1, e[s.topk - 2] = static_cast<int32_t>(s.s_kv + n), e[s.topk - 1] = e[0];
+    if (s.topk_length && s.topk >= 4) e[1] = -1, e[2] = e[0];  // the same inside the prefix topk_length keeps
   }
-  return {{"q", to_npy(q)}, {"kv", to_npy(kv)}, {"indices", to_npy(idx)}};
+  if (s.lonely) std::fill_n(idx.data.begin(), s.topk, -1);
+  Tensors t{{"q", to_npy(q)}, {"kv", to_npy(kv)}, {"indices", to_npy(idx)}};
+  flashmla_detail::extra_inputs(t, rng, s.topk_length, s.sink, s.s_q, s.topk, s.h_q);
+  return t;
 }
 
 nlohmann::json flashmla_prefill_params(const FlashMlaPrefillSpec& s) {
@@ -112,10 +112,12 @@ nlohmann::json flashmla_prefill_params(const FlashMlaPrefillSpec& s) {
 Tensors flashmla_prefill_run_flash(const Tensors& t, const nlohmann::json& params, int64_t split_blocks,
                                    FlashMlaBug bug) {
   require(split_blocks >= 1, "{}: split_blocks = {} violates >= 1", kWho, split_blocks);
-  require(bug == FlashMlaBug::none || bug == FlashMlaBug::invalid_as_row0 || bug == FlashMlaBug::dedup,
+  require(bug != FlashMlaBug::scale_neighbour && bug != FlashMlaBug::rope_as_fp8 && bug != FlashMlaBug::scale_divide,
           "{}: bug {} concerns FP8 records, which sparse prefill does not read", kWho, flashmla_bug_name(bug));
   const PrefillIn in = read(t, params, bug);
-  return outputs(flashmla_detail::flash_rows(in.query, in.pool, split_blocks));
+  Attn<float> a = flashmla_detail::flash_rows(in.query, in.pool, split_blocks);
+  if (bug == FlashMlaBug::lonely_nan) flashmla_detail::plant_lonely_nan(in.query, a);
+  return outputs(std::move(a));
 }
 
 }  // namespace ladder::mla
@@ -131,15 +133,18 @@ Contract contract_03_mla_flashmla_sparse_prefill() {
   c.inputs = {{"q", "<f4", "[s_q, h_q, d_qk]", "queries (d_qk = 576 in DeepSeek-V3.2)"},
               {"kv", "<f4", "[s_kv, h_kv = 1, d_qk]", "the latent cache rows; V = the first d_v dims"},
               {"indices", "<i4|<i8", "[s_q, h_kv = 1, topk]", "rows each token attends; < 0 or >= s_kv invalid; "
-               "duplicates count as often as listed"}};
+               "duplicates count as often as listed"},
+              {"topk_length", "<i4|<i8", "[s_q]", "only the leftmost topk_length[i] indices of token i are read", true},
+              {"attn_sink", "<f4", "[h_q]", "a logit per head (natural-log units) in the softmax denominator without a "
+               "value row: out x e^lse / (e^lse + e^sink); max_logits and lse unchanged", true}};
   c.params = {{"sm_scale", "number", "score scale (default 0: 1/sqrt(d_qk))"},
               {"d_v", "integer", "V = the first d_v dims of a kv row (default 512)"}};
   const std::string tok = "one scale per query token: out is a convex combination of value rows for each head";
   const std::string stat = "per-token statistics of one scale (scaled scores x log2 e)";
   c.outputs = {{"out", "<f8", "[s_q, h_q, d_v]", "attention output", Rule::max_abs, 2, tok, false, ""},
-               {"max_logits", "<f8", "[s_q, h_q]", "max_j P_j, P = score x sm_scale x log2(e) (base 2)", Rule::max_abs,
+               {"max_logits", "<f8", "[s_q, h_q]", "max_j P_j, P = score x sm_scale x log2(e) (base 2); -inf for a token with no valid index", Rule::max_abs,
                 2, stat, false, ""},
-               {"lse", "<f8", "[s_q, h_q]", "log2 sum_j 2^{P_j}: BASE 2 (= natural lse / ln 2)", Rule::max_abs, 2, stat,
+               {"lse", "<f8", "[s_q, h_q]", "log2 sum_j 2^{P_j}: BASE 2 (= natural lse / ln 2); +inf for a token with no valid index (out 0)", Rule::max_abs, 2, stat,
                 false, ""}};
   for (OutputSpec& o : c.outputs) o.slice_axes = 1;  // one query token
   c.oracle_doc = "the scaled scores over the listed rows at float64, logsumexp_rows (stage 03's form), x log2(e)";
@@ -150,7 +155,7 @@ Contract contract_03_mla_flashmla_sparse_prefill() {
     return prec == DType::F4 ? attend<float>(in) : attend<double>(in);
   };
   c.report_metrics = [](const std::string&, const Array<double>& e, const Array<double>& x) {
-    return std::map<std::string, double>{{"flashmla_cos_diff", flashmla_cos_diff(x, e)}};
+    return std::map<std::string, double>{{"flashmla_cos_diff", flashmla_detail::finite_cos_diff(x, e)}};
   };
   return c;
 }

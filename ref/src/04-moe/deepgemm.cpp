@@ -247,6 +247,17 @@ Tensors deepgemm_run_ragged(const std::string& layout, const Tensors& t, const n
   return {{"d", to_npy(d)}};
 }
 
+Array<float> deepgemm_ragged_d(const std::string& layout, const Tensors& t, const nlohmann::json& params) {
+  return from_npy<float>(deepgemm_run_ragged(layout, t, params).at("d"), "d");
+}
+
+Tensors deepgemm_with_ints(Tensors t, const std::string& name, const std::vector<int64_t>& v) {
+  Array<int32_t> a({static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) a.data[i] = static_cast<int32_t>(v[i]);
+  t[name] = to_npy(a);
+  return t;
+}
+
 }  // namespace ladder::moe
 
 namespace ladder::stage_records {

@@ -27,25 +27,65 @@ struct Fp8In {
 
 int64_t align4(int64_t m) { return (m + 3) / 4 * 4; }
 
+// scales = "ue8m0_packed": sa, sb as SM100 takes them (ladder/04-moe/deepgemm.hpp), unpacked exactly into the fp32
+// forms [(G,) KB, ld] and [G, NB, KB]; the weight scales must repeat one value over each 128-row block.
+void unpack_scales(const std::string& who, bool masked, const Tensors& t, Fp8In& f) {
+  const GroupedIn& g = f.g;
+  const NpyData& pa = tensor(t, "sa", who);
+  const NpyData& pb = tensor(t, "sb", who);
+  require(pa.dtype == DType::I4 && pb.dtype == DType::I4, "{}: inputs sa, sb are {}, {}, violate <i4 (param scales "
+          "ue8m0_packed: four UE8M0 bytes to an int32)", who, dtype_name(pa.dtype), dtype_name(pb.dtype));
+  Array<int32_t> a = from_npy<int32_t>(pa, "input sa");
+  const Array<int32_t> b = from_npy<int32_t>(pb, "input sb");
+  const int64_t W = (f.KB + 3) / 4, nld = align4(g.n);
+  const Shape wa = masked ? Shape{g.G, W, f.ld} : Shape{W, f.ld};
+  require(a.shape == wa, "{}: input sa has shape {}, violates {} (packed: [(num_groups,) ceil(k/128/4), align4(rows)])",
+          who, shape_str(a.shape), shape_str(wa));
+  require(b.shape == (Shape{g.G, W, nld}), "{}: input sb has shape {}, violates [num_groups, ceil(k/128/4), align4(n)] "
+          "= {} (packed, per row)", who, shape_str(b.shape), shape_str(Shape{g.G, W, nld}));
+  if (!masked) a.shape = {1, W, f.ld};
+  const Array<float> ua = unpack_ue8m0(a, f.KB, "input sa"), ub = unpack_ue8m0(b, f.KB, "input sb");
+  const int64_t slabs = masked ? g.G : 1;
+  f.sa = Array<float>(masked ? Shape{g.G, f.KB, f.ld} : Shape{f.KB, f.ld});
+  for (int64_t q = 0; q < slabs; ++q)
+    for (int64_t i = 0; i < f.ld; ++i)
+      for (int64_t kb = 0; kb < f.KB; ++kb) f.sa.data[(q * f.KB + kb) * f.ld + i] = ua.data[(q * f.ld + i) * f.KB + kb];
+  f.sb = Array<float>({g.G, f.NB, f.KB});
+  for (int64_t e = 0; e < g.G; ++e)
+    for (int64_t j = 0; j < g.n; ++j)
+      for (int64_t kb = 0; kb < f.KB; ++kb) {
+        const float v = ub.data[(e * nld + j) * f.KB + kb];
+        float& blk = f.sb.data[(e * f.NB + j / 128) * f.KB + kb];
+        require(j % 128 == 0 || v == blk, "{}: input sb row {} of group {} has k block {}'s scale {}, violates the "
+                "scale of its 128 x 128 block ({}; ladder's recipe has one weight scale per block)", who, j, e, kb, v, blk);
+        blk = v;
+      }
+}
+
 Fp8In read_fp8(const std::string& who, bool masked, const Tensors& t, const nlohmann::json& params) {
   Fp8In f;
   f.g = read(who, masked, t, params);
   const GroupedIn& g = f.g;
   f.KB = (g.k + 127) / 128, f.NB = (g.n + 127) / 128, f.ld = align4(masked ? g.max_m : g.R);
-  f.sa = from_npy<float>(tensor(t, "sa", who), "input sa");
-  f.sb = from_npy<float>(tensor(t, "sb", who), "input sb");
+  std::string form = "fp32";
+  if (params.is_object() && params.contains("scales")) {
+    const nlohmann::json& p = params.at("scales");
+    require(p.is_string() && (p == "fp32" || p == "ue8m0" || p == "ue8m0_packed"), "{}: param scales = {} violates "
+            "\"fp32\" | \"ue8m0\" | \"ue8m0_packed\"", who, p.dump());
+    form = p.get<std::string>();
+  }
+  const bool ue8m0 = form != "fp32";
+  if (form == "ue8m0_packed") {
+    unpack_scales(who, masked, t, f);
+  } else {
+    f.sa = from_npy<float>(tensor(t, "sa", who), "input sa");
+    f.sb = from_npy<float>(tensor(t, "sb", who), "input sb");
+  }
   const Shape want = masked ? Shape{g.G, f.KB, f.ld} : Shape{f.KB, f.ld};
   require(f.sa.shape == want, "{}: input sa has shape {}, violates {} (the activation scales transposed, MN-major, "
           "rows padded to a multiple of 4 for TMA)", who, shape_str(f.sa.shape), shape_str(want));
   require(f.sb.shape == (Shape{g.G, f.NB, f.KB}), "{}: input sb has shape {}, violates [num_groups, ceil(n/128), "
           "ceil(k/128)] = {}", who, shape_str(f.sb.shape), shape_str(Shape{g.G, f.NB, f.KB}));
-  bool ue8m0 = false;
-  if (params.is_object() && params.contains("scales")) {
-    const nlohmann::json& p = params.at("scales");
-    require(p.is_string() && (p == "fp32" || p == "ue8m0"), "{}: param scales = {} violates \"fp32\" | \"ue8m0\"",
-            who, p.dump());
-    ue8m0 = p == "ue8m0";
-  }
   auto scale_ok = [&](const char* name, size_t i, float s) {
     int e = 0;
     require(std::isfinite(s) && s > 0 && (!ue8m0 || std::frexp(s, &e) == 0.5f), "{}: input {}[{}] = {} violates a "
@@ -116,10 +156,13 @@ void add_fp8(Contract& c, bool masked) {
   c.doc += "; FP8: E4M3 values with 1 x 128 activation and 128 x 128 weight scales (fp32 or UE8M0)";
   c.inputs[0].doc += " (E4M3 values as float32)";
   c.inputs[1].doc += " (E4M3 values as float32)";
-  c.inputs.push_back({"sa", "<f4", masked ? "[num_groups, ceil(k/128), align4(max_m)]" : "[ceil(k/128), align4(m_sum)]",
-                      "activation scales, one per 1 x 128 tile, transposed (MN-major) and TMA-aligned"});
-  c.inputs.push_back({"sb", "<f4", "[num_groups, ceil(n/128), ceil(k/128)]", "weight scales, one per 128 x 128 block"});
-  c.params.push_back({"scales", "string", "\"fp32\" (default) or \"ue8m0\" (every scale a power of two)"});
+  c.inputs.push_back({"sa", "<f4|<i4", masked ? "[num_groups, ceil(k/128), align4(max_m)]" : "[ceil(k/128), align4(m_sum)]",
+                      "activation scales, one per 1 x 128 tile, transposed (MN-major) and TMA-aligned (<i4 [.., ceil(k/128/4), ..]: "
+                      "scales ue8m0_packed)"});
+  c.inputs.push_back({"sb", "<f4|<i4", "[num_groups, ceil(n/128), ceil(k/128)]", "weight scales, one per 128 x 128 "
+                      "block (<i4 [num_groups, ceil(k/128/4), align4(n)] per row: scales ue8m0_packed)"});
+  c.params.push_back({"scales", "string", "\"fp32\" (default), \"ue8m0\" (every scale a power of two) or "
+                      "\"ue8m0_packed\" (SM100: four UE8M0 bytes to an int32, k packed, MN-major)"});
   OutputSpec& d = c.outputs[0];
   d.rule = Rule::bound;
   d.why = "a declared low-precision recipe (DeepSeek-V3's FP8 block-scaled GEMM, stage 07): each element within "
@@ -160,8 +203,9 @@ Tensors deepgemm_run_fp8(const std::string& layout, const Tensors& t, const nloh
 
 Tensors deepgemm_fp8_inputs(const DeepGemmSpec& s, bool masked) {
   Tensors t = masked ? deepgemm_masked_inputs(s) : deepgemm_contiguous_inputs(s);
-  const quant::ScaleRule rule = s.scales == "ue8m0" ? quant::ScaleRule::pow2 : quant::ScaleRule::amax;
-  require(s.scales == "fp32" || s.scales == "ue8m0", "deepgemm: scales = {} violates fp32 | ue8m0", s.scales);
+  const quant::ScaleRule rule = s.scales == "fp32" ? quant::ScaleRule::amax : quant::ScaleRule::pow2;
+  require(s.scales == "fp32" || s.scales == "ue8m0" || s.scales == "ue8m0_packed", "deepgemm: scales = {} violates "
+          "fp32 | ue8m0 | ue8m0_packed", s.scales);
   Array<float> a = from_npy<float>(t.at("a"), "a"), b = from_npy<float>(t.at("b"), "b");
   const int64_t k = s.k, n = s.n, G = b.shape[0], KB = (k + 127) / 128, NB = (n + 127) / 128;
   const int64_t slabs = masked ? G : 1, rows = static_cast<int64_t>(a.data.size()) / k / slabs, ld = detail::align4(rows);
@@ -188,6 +232,19 @@ Tensors deepgemm_fp8_inputs(const DeepGemmSpec& s, bool masked) {
       for (int64_t kb = 0; kb < KB; ++kb) sb.data[(e * NB + nb) * KB + kb] = wq.scales(nb, kb);
   }
   t["a"] = to_npy(a), t["b"] = to_npy(b), t["sa"] = to_npy(sa), t["sb"] = to_npy(sb);
+  if (s.scales == "ue8m0_packed") {  // the same scales as SM100 takes them: sa [.., rows, KB], sb per row of B
+    Array<float> ra({slabs, ld, KB}), rb({G, n, KB});
+    for (int64_t q = 0; q < slabs; ++q)
+      for (int64_t i = 0; i < ld; ++i)
+        for (int64_t kb = 0; kb < KB; ++kb)
+          ra.data[(q * ld + i) * KB + kb] = i < rows ? sa.data[(q * KB + kb) * ld + i] : 1.0f;  // padding: 2^0
+    for (int64_t e = 0; e < G; ++e)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t kb = 0; kb < KB; ++kb) rb.data[(e * n + j) * KB + kb] = sb.data[(e * NB + j / 128) * KB + kb];
+    Array<int32_t> pa = pack_ue8m0(ra);
+    if (!masked) pa.shape.erase(pa.shape.begin());
+    t["sa"] = to_npy(pa), t["sb"] = to_npy(pack_ue8m0(rb));
+  }
   return t;
 }
 

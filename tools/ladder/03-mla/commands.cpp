@@ -2,15 +2,18 @@
 // "03-mla/flashmla", ladder/03-mla/flashmla.hpp).
 //
 //   ladder flashmla write --out DIR [--seqlens 130,77] [--s-q 2] [--h-q 16] [--d 576] [--dv 512] [--no-causal]
-//                         [--kv-fp8] [--topk K] [--seed N]
+//                         [--kv-fp8] [--topk K [--lonely] [--topk-length] [--sink]] [--seed N]
 //                                          a case in FlashMLA's layouts: q, kcache (--kv-fp8: uint8 FP8 with scale
 //                                          records [num_blocks, 64, 1, 656]), block_table, cache_seqlens (--topk:
-//                                          sparse decode, indices [b, s_q, K]), params (case.json), expected o, lse
+//                                          sparse decode, indices [b, s_q, K]; --lonely: token (0, 0) all -1, o = 0
+//                                          and lse = +inf; --topk-length, --sink: inputs topk_length, attn_sink),
+//                                          params (case.json), expected o, lse
 //   ladder flashmla flash CASE_DIR --out DIR [--split-blocks N] [--plant BUG]
 //                                          stage 03's flash_mla rung (split-KV, merged by lse) on the case at
 //                                          float32: DIR/o.npy, DIR/lse.npy, a candidate computed another way
 //                                          (--plant: with a port's bug, a mutant the check must reject)
 //   ladder flashmla prefill-write --out DIR [--s-q 6] [--s-kv 300] [--topk 96] [--h-q 16] [--d 576] [--dv 512]
+//                                 [--lonely] [--topk-length] [--sink]
 //   ladder flashmla prefill-flash CASE_DIR --out DIR [--split-blocks N] [--plant BUG]
 //                                          the same for sparse prefill (flash_mla_sparse_fwd): out, max_logits, lse
 // A candidate (yours, or the flash rung's) is judged like any stage's output, FlashMLA's cos_diff beside:
@@ -77,8 +80,16 @@ void commands_03_mla(CLI::App& app) {
   wr->add_flag("--kv-fp8", w->spec.kv_fp8, "kcache as FP8 with scale records, uint8 [num_blocks, 64, 1, 656]");
   wr->add_option("--topk", w->spec.topk, "sparse decode: indices [b, s_q, topk] (-1 entries, duplicates; causal "
                  "false)")->capture_default_str();
+  auto extras = [](CLI::App* cmd, bool& lonely, bool& topk_length, bool& sink) {
+    cmd->add_flag("--lonely", lonely, "query token 0's indices all invalid (FlashMLA: o = 0, lse = +inf)");
+    cmd->add_flag("--topk-length", topk_length, "input topk_length: only the leftmost entries of indices are read");
+    cmd->add_flag("--sink", sink, "input attn_sink [h_q]: a logit per head in the softmax denominator");
+  };
+  extras(wr, w->spec.lonely, w->spec.topk_length, w->spec.sink);
   wr->callback([w] {
     require(!fs::exists(w->out) || fs::is_directory(w->out), "--out {}: exists and is not a folder", w->out);
+    require(w->spec.topk > 0 || !(w->spec.lonely || w->spec.topk_length || w->spec.sink), "--lonely, --topk-length, "
+            "--sink need --topk > 0 (FlashMLA takes them in sparse decode only)");
     w->spec.seqlens = int_list(w->seqlens, "--seqlens");
     w->spec.causal = !w->no_causal;
     const Contract& c = contract(mla::kFlashMlaLayout);
@@ -103,7 +114,8 @@ void commands_03_mla(CLI::App& app) {
   fl->add_option("--split-blocks", f->split_blocks, "pages per split-KV chunk (the number of splits follows)")
       ->capture_default_str();
   const std::string plant_doc = "a port's bug planted (a mutant): none, scale_neighbour, rope_as_fp8, scale_divide "
-                                "(FP8 records), invalid_as_row0, dedup (indices)";
+                                "(FP8 records), invalid_as_row0, dedup (indices), lonely_nan, topk_length_ignored, "
+                                "sink_ignored";
   fl->add_option("--plant", f->plant, plant_doc)->capture_default_str();
   fl->callback([f, save] {
     require(!fs::exists(f->out) || fs::is_directory(f->out), "--out {}: exists and is not a folder", f->out);
@@ -128,6 +140,7 @@ void commands_03_mla(CLI::App& app) {
   pwr->add_option("--d", pw->spec.d, "d_qk (576)")->capture_default_str();
   pwr->add_option("--dv", pw->spec.dv, "d_v (512)")->capture_default_str();
   pwr->add_option("--seed", pw->spec.seed, "RNG seed")->capture_default_str();
+  extras(pwr, pw->spec.lonely, pw->spec.topk_length, pw->spec.sink);
   pwr->callback([pw] {
     require(!fs::exists(pw->out) || fs::is_directory(pw->out), "--out {}: exists and is not a folder", pw->out);
     const Contract& c = contract(mla::kFlashMlaSparsePrefillLayout);

@@ -2,7 +2,7 @@
 // (the layout contracts "04-moe/deepgemm_contiguous" and "04-moe/deepgemm_masked", ladder/04-moe/deepgemm.hpp).
 //
 //   ladder deepgemm write --layout contiguous|masked --out DIR [--group-m 0,97,1,130,40] [--n 72] [--k 200]
-//                         [--block-m 128] [--padding-rows zero|unjudged] [--max-m N] [--fp8 [--scales fp32|ue8m0]]
+//                         [--block-m 128] [--padding-rows zero|unjudged] [--max-m N] [--fp8 [--scales fp32|ue8m0|ue8m0_packed]]
 //                         [--seed N]
 //                                   a case in DeepGEMM's layout: a, b, m_indices (or masked_m), with --fp8 also the
 //                                   scales sa, sb; params (case.json) and the expected d (fp64)
@@ -76,7 +76,8 @@ void commands_04_moe(CLI::App& app) {
       ->capture_default_str();
   wr->add_option("--max-m", w->spec.max_m, "masked: rows per group (0: the largest --group-m + 5)")->capture_default_str();
   wr->add_flag("--fp8", w->fp8, "E4M3 values with 1 x 128 / 128 x 128 scales (layout 04-moe/deepgemm_LAYOUT_fp8)");
-  wr->add_option("--scales", w->spec.scales, "with --fp8: fp32 | ue8m0 (powers of two)")->capture_default_str();
+  wr->add_option("--scales", w->spec.scales, "with --fp8: fp32 | ue8m0 (powers of two) | ue8m0_packed (SM100: four UE8M0 "
+                 "bytes to an int32)")->capture_default_str();
   wr->add_option("--seed", w->spec.seed, "RNG seed")->capture_default_str();
   wr->callback([w] {
     require(!fs::exists(w->out) || fs::is_directory(w->out), "--out {}: exists and is not a folder", w->out);

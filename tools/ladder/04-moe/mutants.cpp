@@ -34,23 +34,13 @@ Outcome judge(std::string name, bool mutant, std::string source, const Case& c, 
   return {std::move(name), mutant, std::move(source), r.pass, std::move(first)};
 }
 
-Array<float> ragged(const Case& c, const Tensors& in) {
-  return from_npy<float>(moe::deepgemm_run_ragged(c.layout, in, c.params).at("d"), "d");
-}
-
-Tensors with_ints(Tensors in, const char* name, const std::vector<int64_t>& v) {
-  Array<int32_t> a({static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) a.data[i] = static_cast<int32_t>(v[i]);
-  in[name] = to_npy(a);
-  return in;
-}
 
 }  // namespace
 
 void deepgemm_cases(std::vector<Outcome>& out) {
   const Case c = make(false);
   const std::vector<int64_t> idx = npy_as_int64(c.in.at("m_indices"), "m_indices").data;
-  const Array<float> good = ragged(c, c.in);
+  const Array<float> good = moe::deepgemm_ragged_d(c.layout, c.in, c.params);
   const int64_t n = good.shape[1], bm = c.params.at("block_m").get<int64_t>(), G = c.in.at("b").shape[0];
   out.push_back(judge("DeepGEMM contiguous: the ragged_dot rung in the layout", false, "stage 04's grouped product",
                       c, good, c.params));
@@ -68,7 +58,7 @@ void deepgemm_cases(std::vector<Outcome>& out) {
   for (size_t i = 0; i < idx.size(); ++i)
     if (idx[i] >= 0) wrap[i] = idx[(i / bm + 1) * bm - 1] < 0 ? G - 1 : idx[(i / bm + 1) * bm - 1];
   out.push_back(judge("a padding row's group index (-1) taken as an expert", true, "negative index wraps (Python)", c,
-                      ragged(c, with_ints(c.in, "m_indices", wrap)), c.params));
+                      moe::deepgemm_ragged_d(c.layout, moe::deepgemm_with_ints(c.in, "m_indices", wrap), c.params), c.params));
   Array<float> shifted = good;
   int64_t first = 0, last = 0;
   while (idx[first] != 3) ++first;
@@ -79,7 +69,7 @@ void deepgemm_cases(std::vector<Outcome>& out) {
 
   const Case m = make(true);
   const std::vector<int64_t> mm = npy_as_int64(m.in.at("masked_m"), "masked_m").data;
-  const Array<float> mgood = ragged(m, m.in);
+  const Array<float> mgood = moe::deepgemm_ragged_d(m.layout, m.in, m.params);
   const int64_t M = mgood.shape[1], mn = mgood.shape[2], k = m.in.at("a").shape[2];
   Array<float> nan_past = mgood;
   for (size_t g = 0; g < mm.size(); ++g)
@@ -94,10 +84,80 @@ void deepgemm_cases(std::vector<Outcome>& out) {
   Tensors in = m.in;
   in["a"] = to_npy(packed);
   out.push_back(judge("masked buffer read as packed (rows past masked_m counted)", true, "masked vs contiguous offsets",
-                      m, ragged(m, in), m.params));
+                      m, moe::deepgemm_ragged_d(m.layout, in, m.params), m.params));
   std::vector<int64_t> hint(mm.size(), std::min<int64_t>(m.params.at("expected_m").get<int64_t>(), M));
   out.push_back(judge("expected_m taken for masked_m", true, "the hint read as the count", m,
-                      ragged(m, with_ints(m.in, "masked_m", hint)), m.params));
+                      moe::deepgemm_ragged_d(m.layout, moe::deepgemm_with_ints(m.in, "masked_m", hint), m.params), m.params));
+  deepgemm_fp8_cases(out);
+}
+
+// FP8 (04-moe/deepgemm_*_fp8): stage 07's fp8_block rung run on the scales as the buggy port reads them.
+void deepgemm_fp8_cases(std::vector<Outcome>& out) {
+  for (const bool masked : {false, true}) {
+    moe::DeepGemmSpec s;
+    s.n = 24, s.k = 300;  // three k blocks, each at its own magnitude
+    s.scales = masked ? "fp32" : "ue8m0";
+    Case c{masked ? moe::kDeepGemmMaskedFp8 : moe::kDeepGemmContiguousFp8, moe::deepgemm_fp8_inputs(s, masked),
+           moe::deepgemm_fp8_params(s, masked), {}};
+    c.expected = run_oracle(contract(c.layout), c.in, c.params);
+    const std::string tag = fmt::format("DeepGEMM {} FP8", masked ? "masked" : "contig"), sc = s.scales + " scales";
+    auto fp8 = [&](const Tensors& in, int acc_bits) {
+      return from_npy<float>(moe::deepgemm_run_fp8(c.layout, in, c.params, acc_bits).at("d"), "d");
+    };
+    for (const int acc : {14, 24})
+      out.push_back(judge(fmt::format("{}: fp8_block, {}-bit accumulator", tag, acc), false,
+                          sc + ": stage 07's recipe, another accumulator", c, fp8(c.in, acc), c.params));
+    // Activation scales read untransposed: logical (i, kb) read at flat i KB + kb of the [KB, ld] slab.
+    const Array<float> sa = from_npy<float>(c.in.at("sa"), "sa");
+    Array<float> flat = sa;
+    const int64_t KB = sa.shape[sa.shape.size() - 2], ld = sa.shape.back(), slabs = masked ? sa.shape[0] : 1;
+    for (int64_t q = 0; q < slabs; ++q)
+      for (int64_t i = 0; i < ld; ++i)
+        for (int64_t kb = 0; kb < KB; ++kb) flat.data[(q * KB + kb) * ld + i] = sa.data[q * KB * ld + i * KB + kb];
+    for (float& v : flat.data) v = v > 0 ? v : 1.0f;  // the alignment padding read as scales: keep them valid
+    Tensors un = c.in;
+    un["sa"] = to_npy(flat);
+    out.push_back(judge(fmt::format("{}: activation scales read untransposed", tag), true, sc + ": DeepGEMM's "
+                        "MN-major (transposed) LHS scales", c, fp8(un, 14), c.params));
+    // Weight scales of the wrong k block (k block off by one).
+    const Array<float> sb = from_npy<float>(c.in.at("sb"), "sb");
+    Array<float> shifted = sb;
+    const int64_t SK = sb.shape[2];
+    for (size_t i = 0; i < sb.data.size(); ++i) shifted.data[i] = sb.data[i - i % SK + (i % SK + 1) % SK];
+    Tensors wk = c.in;
+    wk["sb"] = to_npy(shifted);
+    out.push_back(judge(fmt::format("{}: weight scales of the wrong k block", tag), true, sc + ": block-scaled GEMM ports", c,
+                        fp8(wk, 14), c.params));
+  }
+  // SM100's packed UE8M0 scales: the rung on the packed case passes; a port reading the four bytes of each int32 in
+  // the other order (k block 4 j + b from byte 3 - b) fails.
+  moe::DeepGemmSpec s;
+  s.n = 24, s.k = 520, s.scales = "ue8m0_packed";
+  Case c{moe::kDeepGemmContiguousFp8, moe::deepgemm_fp8_inputs(s, false), moe::deepgemm_fp8_params(s, false), {}};
+  c.expected = run_oracle(contract(c.layout), c.in, c.params);
+  auto fp8 = [&](const Tensors& in) { return from_npy<float>(moe::deepgemm_run_fp8(c.layout, in, c.params).at("d"), "d"); };
+  out.push_back(judge("DeepGEMM contig FP8, packed UE8M0: fp8_block", false, "int32-packed scales unpacked exactly", c,
+                      fp8(c.in), c.params));
+  Tensors swapped = c.in;
+  for (const char* name : {"sa", "sb"}) {
+    Array<int32_t> w = from_npy<int32_t>(c.in.at(name), name);
+    for (int32_t& v : w.data) {
+      const uint32_t u = static_cast<uint32_t>(v);
+      v = static_cast<int32_t>((u >> 24) | ((u >> 8) & 0xFF00u) | ((u << 8) & 0xFF0000u) | (u << 24));
+    }
+    swapped[name] = to_npy(w);
+  }
+  out.push_back(judge("DeepGEMM packed UE8M0: bytes in the wrong order", true, "SM100 ports packing big-endian", c,
+                      fp8(swapped), c.params));
+  // The k-grouped layout (weight gradient): rows summed in another order pass; a group boundary off by one fails.
+  const moe::DeepGemmKSpec ks;
+  Case k{moe::kDeepGemmKGrouped, moe::deepgemm_k_grouped_inputs(ks), moe::deepgemm_k_grouped_params(ks), {}};
+  k.expected = run_oracle(contract(k.layout), k.in, k.params);
+  auto kg = [&](int shift) { return from_npy<float>(moe::deepgemm_k_grouped_run(k.in, k.params, shift).at("d"), "d"); };
+  out.push_back(judge("DeepGEMM k-grouped: K rows summed in reverse", false, "another summation order", k, kg(0),
+                      k.params));
+  out.push_back(judge("DeepGEMM k-grouped: a group boundary shifted by one row", true, "K offsets off by one", k, kg(1),
+                      k.params));
 }
 
 }  // namespace ladder::mutants

@@ -34,8 +34,14 @@
 // cache_seqlens are not read), -1 = invalid; each query token attends over the listed rows only, no causal mask
 // (param causal must be false), lse in natural log as the dense call. A duplicated index counts as often as it
 // occurs: FlashMLA's reference gathers kv[indices] and softmaxes over all topk entries, and its sparse tests'
-// generators produce duplicates (tests/test_flash_mla_prefill.py). A token with no valid entry is refused (FlashMLA
-// defines o = 0, lse = +inf for it; no rule here judges an infinite lse).
+// generators produce duplicates (tests/test_flash_mla_prefill.py). A token with no valid entry (a "lonely" query token)
+// gets o = 0 and lse = +inf (tests/ref.py ref_sparse_attn_decode: "Correct for q tokens which has no attendable k"): the
+// oracle writes exactly that and the rule judges it exactly (+inf must sit where the oracle's is; the token's o slice has
+// scale 0, so its tolerance is 0). Two optional sparse inputs (flash_mla_interface.py, flash_mla_with_kvcache):
+// topk_length [b] int32, "only the leftmost topk_length indices will be processed" (entries past it are ignored,
+// whatever they hold); attn_sink [h_q] float32, a logit per head: o is "scaled by exp(lse) / (exp(lse) +
+// exp(attn_sink))", i.e. e^sink joins the softmax denominator without a value row, "no affect on the returned
+// softmax_lse"; +inf makes o 0 (tests/ref.py: o *= 1 / (1 + exp(sink - lse))).
 //
 // FlashMLA's own metric, reported beside the verdict (FlashMLA tests/test_flash_mla.py, cal_diff):
 //   cos_diff = 1 - 2 sum(x y) / sum(x x + y y), in float64 (flashmla_cos_diff).
@@ -63,14 +69,21 @@ struct FlashMlaSpec {
   uint64_t seed = 4101;
   bool kv_fp8 = false;       // kcache as FP8 records |u1 [num_blocks, 64, 1, dv + 4 dv/128 + 2 (d - dv)]
   int64_t topk = 0;          // > 0: sparse decode, indices [b, s_q, topk] (causal false; -1 entries, duplicates)
+  bool lonely = false;       // sparse: query token (0, 0) gets only -1 entries (o = 0, lse = +inf)
+  bool topk_length = false;  // sparse: input topk_length [b] < topk, valid rows past it (ignoring it shows)
+  bool sink = false;         // sparse: input attn_sink [h_q] (head 0: -inf, head 1: +inf, the others finite)
 };
 Tensors flashmla_inputs(const FlashMlaSpec& spec);
 nlohmann::json flashmla_params(const FlashMlaSpec& spec);
 
 // Bugs a port makes, planted in the flash rung's reading of the cache or of indices (a mutant candidate the checks
 // must reject): an FP8 record's scale taken from the neighbouring 128-group, its RoPE bytes read as E4M3 codes, its
-// scale divided instead of multiplied; an index -1 read as row 0; a duplicated index counted once.
-enum class FlashMlaBug { none, scale_neighbour, rope_as_fp8, scale_divide, invalid_as_row0, dedup };
+// scale divided instead of multiplied; an index -1 read as row 0; a duplicated index counted once; a lonely token's o
+// written as 0/0 = NaN and its lse as log 0 = -inf; topk_length ignored (all topk entries read); attn_sink ignored.
+enum class FlashMlaBug {
+  none, scale_neighbour, rope_as_fp8, scale_divide, invalid_as_row0, dedup, lonely_nan, topk_length_ignored,
+  sink_ignored
+};
 const char* flashmla_bug_name(FlashMlaBug b);
 FlashMlaBug flashmla_bug(const std::string& name);  // Error naming the known bugs
 
@@ -87,17 +100,23 @@ double flashmla_cos_diff(const Array<double>& x, const Array<double>& y);
 // [s_q, h_kv, topk] (entries < 0 or >= s_kv invalid), returning (out, max_logits, lse) with
 //   P = (q . kv[indices]) x sm_scale x log2(e),  max_logits = max P,  lse = log2 sum 2^P,  out = sum 2^(P - lse) kv[:d_v]
 // so max_logits and lse are in BASE 2 (log2 of the sum of e^{scaled score}, i.e. the natural lse / ln 2); out is
-// unaffected. The layout "03-mla/flashmla_sparse_prefill", defined in ref/src/03-mla/flashmla_sparse.cpp.
+// unaffected. The layout "03-mla/flashmla_sparse_prefill", defined in ref/src/03-mla/flashmla_sparse.cpp. A lonely token:
+// out = 0, max_logits = -inf, lse = +inf; topk_length [s_q] and attn_sink [h_q] as in decode (flash_mla_sparse_fwd's
+// docstring; tests/ref.py ref_sparse_attn_fwd merges the sink with the natural-log lse, so the sink is in natural-log
+// units here too, and leaves max_logits and lse as they are). Note: FlashMLA's later tests/ref.py and
+// tests/test-sparse-prefill.py compare the kernel's lse with a natural-log logsumexp; this layout follows the README's
+// base-2 definition.
 inline constexpr const char* kFlashMlaSparsePrefillLayout = "03-mla/flashmla_sparse_prefill";
 
 struct FlashMlaPrefillSpec {
   int64_t s_q = 6, s_kv = 300, h_q = 16, d = 576, dv = 512, topk = 96;
   uint64_t seed = 4102;
+  bool lonely = false, topk_length = false, sink = false;  // as FlashMlaSpec's (topk_length [s_q]; token 0 lonely)
 };
 Tensors flashmla_prefill_inputs(const FlashMlaPrefillSpec& spec);  // invalid entries (-1, >= s_kv) and duplicates
 nlohmann::json flashmla_prefill_params(const FlashMlaPrefillSpec& spec);
 // The flash_mla rung per query token on its listed rows at float32: {"out", "max_logits", "lse"} (base 2).
-// bug: invalid_as_row0 or dedup (the others concern FP8 records, which this kernel does not read).
+// bug: one of the index / lonely / topk_length / sink bugs (the FP8 ones concern records this kernel does not read).
 Tensors flashmla_prefill_run_flash(const Tensors& inputs, const nlohmann::json& params, int64_t split_blocks,
                                    FlashMlaBug bug = FlashMlaBug::none);
 

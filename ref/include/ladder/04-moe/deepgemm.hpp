@@ -32,7 +32,7 @@
 //
 // DeepGEMM's own metric, reported beside the verdict, never part of it (DeepGEMM tests, calc_diff):
 //   calc_diff = 1 - 2 sum(x y) / sum(x x + y y), in float64 (core layout_cos_diff; FlashMLA's cal_diff too).
-// Not covered: the packed int32 UE8M0 scale form and the k-grouped layout (k_grouped_fp8_gemm_tn_contiguous).
+// The k-grouped layout (weight gradient, groups along K): kDeepGemmKGrouped, below (deepgemm_k_grouped.cpp).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -57,7 +57,8 @@ struct DeepGemmSpec {
   int64_t block_m = 128;  // contiguous: the M alignment of every expert segment
   int64_t max_m = 0;      // masked: rows per group buffer (0: the largest group_m + 5)
   std::string padding_rows = "zero";  // contiguous: "zero" | "unjudged" (header comment)
-  std::string scales = "fp32";        // FP8 layouts: "fp32" (SM90) | "ue8m0" (powers of two, SM100's values)
+  std::string scales = "fp32";        // FP8 layouts: "fp32" (SM90) | "ue8m0" (powers of two, SM100's values) |
+                                      // "ue8m0_packed" (the same, packed four to an int32 as SM100 takes them)
   uint64_t seed = 4104;
 };
 // Contiguous: a [m_sum, k] (padding rows zero), b [G, n, k], m_indices <i4 [m_sum] (-1 on padding rows).
@@ -79,6 +80,19 @@ nlohmann::json deepgemm_params(const DeepGemmSpec& spec, bool masked);
 // quantisers (core/quant.hpp; scales amax / 448, or the power of two above it for ue8m0).
 Tensors deepgemm_fp8_inputs(const DeepGemmSpec& spec, bool masked);
 nlohmann::json deepgemm_fp8_params(const DeepGemmSpec& spec, bool masked);
+// SM100's packed UE8M0 scales (DeepGEMM's get_mn_major_tma_aligned_packed_ue8m0_tensor; its tests' torch reference,
+// _get_mn_major_tma_aligned_packed_ue8m0_tensor_torch_impl): each float32 power of two becomes its exponent byte
+// (bits >> 23, UE8M0: value 2^(byte - 127)); the scale's k dimension is packed, four k blocks to an int32, k block
+// 4 j + b in bits 8 b .. 8 b + 7 (the uint8 array [mn, align4(sf_k)] viewed as int32: little-endian); the result is
+// MN-major and TMA-aligned, stored [ceil(sf_k / 4), align4(mn)]; padding bytes 0. scales = "ue8m0_packed" takes sa
+// <i4 [ceil(k/128 / 4), align4(m_sum)] (masked: [num_groups, .., align4(max_m)]) and sb <i4 [num_groups,
+// ceil(k/128 / 4), align4(n)]: SM100 reads weight scales per row (1 x 128, the 128 x 128 block's scale repeated on its
+// rows, as DeepGEMM's transform_sf_into_required_layout expands them); ladder's recipe needs them equal per block.
+// pack: sf [B, mn, sf_k] (powers of two, refused otherwise) -> <i4 [B, ceil(sf_k/4), align4(mn)];
+// unpack: the inverse, exact -> [B, align4(mn), sf_k] (byte 0xFF, UE8M0's NaN, refused naming `what`).
+Array<int32_t> pack_ue8m0(const Array<float>& sf);
+Array<float> unpack_ue8m0(const Array<int32_t>& packed, int64_t sf_k, const std::string& what);
+
 // Stage 07's fp8_block rung (fp8_block_product: DeepSeek-V3's recipe, a limited accumulator of acc_bits promoted
 // to float32 every 128) per expert on an FP8 case, written into the layout: {"d" <f4}.
 Tensors deepgemm_run_fp8(const std::string& layout, const Tensors& inputs, const nlohmann::json& params,
@@ -88,10 +102,30 @@ Tensors deepgemm_run_fp8(const std::string& layout, const Tensors& inputs, const
 // scattered back into the layout `layout` (kDeepGemmContiguous | kDeepGemmMasked): {"d" <f4}; rows it has no
 // result for are 0.
 Tensors deepgemm_run_ragged(const std::string& layout, const Tensors& inputs, const nlohmann::json& params);
+// For tests and the mutation catalogue: that rung's d as float32; inputs with `name` replaced by an <i4 vector.
+Array<float> deepgemm_ragged_d(const std::string& layout, const Tensors& inputs, const nlohmann::json& params);
+Tensors deepgemm_with_ints(Tensors inputs, const std::string& name, const std::vector<int64_t>& values);
+
+// The k-grouped layout "04-moe/deepgemm_k_grouped" (MoE weight gradient; the facts in deepgemm_k_grouped.cpp's
+// header): a [sum(ks), m], b [sum(ks), n], ks <i4 [num_groups], optional c [num_groups, m, n];
+// d[g] = c[g] + a[K_g]^T b[K_g] over group g's rows. float32 values (FP8 not covered).
+inline constexpr const char* kDeepGemmKGrouped = "04-moe/deepgemm_k_grouped";
+struct DeepGemmKSpec {
+  std::vector<int64_t> ks = {256, 0, 128, 384};  // an empty group, as DeepGEMM's tests draw
+  int64_t m = 24, n = 40, k_alignment = 128;
+  bool accumulate = true;  // input c (DeepGEMM's tests: randn x 32)
+  uint64_t seed = 4105;
+};
+Tensors deepgemm_k_grouped_inputs(const DeepGemmKSpec& spec);
+nlohmann::json deepgemm_k_grouped_params(const DeepGemmKSpec& spec);
+// A float32 candidate summing each group's rows in descending order: {"d" <f4}. boundary_shift != 0 plants the
+// bug of a group boundary off by that many rows (between the first two non-empty groups).
+Tensors deepgemm_k_grouped_run(const Tensors& inputs, const nlohmann::json& params, int boundary_shift = 0);
 
 }  // namespace ladder::moe
 
 namespace ladder::stage_records {
+Contract contract_04_moe_deepgemm_k_grouped();
 Contract contract_04_moe_deepgemm_contiguous();
 Contract contract_04_moe_deepgemm_masked();
 Contract contract_04_moe_deepgemm_contiguous_fp8();
