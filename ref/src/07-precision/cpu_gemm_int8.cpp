@@ -1,0 +1,203 @@
+// ref/src/07-precision/cpu_gemm_int8.cpp -- the int8 GEMM's CPU paths (ladder/07-precision/cpu_gemm.hpp):
+// AVX512-VNNI and AVX-VNNI kernels behind function attributes, chosen at run time, and the portable loop.
+//
+// Packing (Goto and van de Geijn, "Anatomy of high-performance matrix multiplication", ACM TOMS 34(3),
+// 2008): b in panels of NR columns, each k-group of 4 rows stored as NR dwords (column c's 4 bytes
+// b[4g..4g+3][c], the operand VPDPBUSD multiplies per lane), zero past k and n; a in panels of MR rows,
+// k-group g of row r as one dword of a + 128 (128, i.e. a = 0, past k and m). The micro-kernel keeps an
+// MR x NR tile of int32 sums in registers: per k-group, NR/lanes loads of b, MR broadcasts of a, MR NR/lanes
+// VPDPBUSDs. The first k-block starts from -128 colsum_j (the offset's correction), later ones add to c.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cpu_gemm_util.hpp"
+#include "ladder/07-precision/a8w8.hpp"
+#include "ladder/07-precision/cpu_gemm.hpp"
+
+namespace ladder::precision {
+namespace {
+
+constexpr int64_t kMR = 6;  // rows per micro-tile (both kernels)
+
+struct PackedInt8 {
+  int64_t nr = 0, kg = 0, mp = 0, np = 0;  // NR, k-groups of 4, row panels, column panels
+  std::vector<uint8_t> a;                  // [mp][kg][MR][4]
+  std::vector<int8_t> b;                   // [np][kg][NR][4]
+  std::vector<int32_t> corr;               // [np NR]: -128 colsum_j
+};
+
+PackedInt8 pack(const int8_t* a, const int8_t* b, int64_t m, int64_t k, int64_t n, int64_t nr) {
+  PackedInt8 p;
+  p.nr = nr;
+  p.kg = (k + 3) / 4;
+  p.mp = (m + kMR - 1) / kMR;
+  p.np = (n + nr - 1) / nr;
+  p.a.assign(static_cast<size_t>(p.mp * p.kg * kMR * 4), 0x80);
+  p.b.assign(static_cast<size_t>(p.np * p.kg * nr * 4), 0);
+  p.corr.assign(static_cast<size_t>(p.np * nr), 0);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; ++i) {
+    uint8_t* dst = p.a.data() + ((i / kMR) * p.kg * kMR + i % kMR) * 4;
+    for (int64_t kk = 0; kk < k; ++kk)
+      dst[(kk / 4) * kMR * 4 + kk % 4] = static_cast<uint8_t>(static_cast<uint8_t>(a[i * k + kk]) ^ 0x80u);
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t jp = 0; jp < p.np; ++jp) {
+    int8_t* dst = p.b.data() + jp * p.kg * nr * 4;
+    const int64_t j0 = jp * nr, w = std::min(nr, n - j0);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int8_t* src = b + kk * n + j0;
+      int8_t* d = dst + (kk / 4) * nr * 4 + kk % 4;
+      for (int64_t c = 0; c < w; ++c) d[c * 4] = src[c];
+    }
+    for (int64_t c = 0; c < w; ++c) {
+      int32_t s = 0;
+      for (int64_t kk = 0; kk < k; ++kk) s += b[kk * n + j0 + c];
+      p.corr[static_cast<size_t>(j0 + c)] = static_cast<int32_t>(-128 * static_cast<int64_t>(s));
+    }
+  }
+  return p;
+}
+
+inline int32_t load_dword(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// One MR x 64 tile over kg k-groups: c (row stride ldc) = init (first block) or c, plus the products.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void kernel_avx512(const uint8_t* ap, const int8_t* bp,
+    int64_t kg, int32_t* c, int64_t ldc, const int32_t* init) {
+  __m512i acc[kMR][4];
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < 4; ++v)
+      acc[r][v] = _mm512_loadu_si512(init ? init + 16 * v : c + r * ldc + 16 * v);
+  for (int64_t g = 0; g < kg; ++g) {
+    const __m512i b0 = _mm512_loadu_si512(bp + g * 256), b1 = _mm512_loadu_si512(bp + g * 256 + 64),
+                  b2 = _mm512_loadu_si512(bp + g * 256 + 128), b3 = _mm512_loadu_si512(bp + g * 256 + 192);
+    for (int r = 0; r < kMR; ++r) {
+      const __m512i x = _mm512_set1_epi32(load_dword(ap + (g * kMR + r) * 4));
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, b0);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, b1);
+      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], x, b2);
+      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], x, b3);
+    }
+  }
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < 4; ++v) _mm512_storeu_si512(c + r * ldc + 16 * v, acc[r][v]);
+}
+
+// One MR x 16 tile, AVX-VNNI (VEX-encoded VPDPBUSD on ymm; 16 registers: 12 sums, 2 of b, 1 of a).
+__attribute__((target("avx2,avxvnni"))) void kernel_avx(const uint8_t* ap, const int8_t* bp, int64_t kg,
+                                                          int32_t* c, int64_t ldc, const int32_t* init) {
+  __m256i acc[kMR][2];
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < 2; ++v)
+      acc[r][v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(init ? init + 8 * v : c + r * ldc + 8 * v));
+  for (int64_t g = 0; g < kg; ++g) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + g * 64)),
+                  b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + g * 64 + 32));
+    for (int r = 0; r < kMR; ++r) {
+      const __m256i x = _mm256_set1_epi32(load_dword(ap + (g * kMR + r) * 4));
+      acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], x, b0);
+      acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], x, b1);
+    }
+  }
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < 2; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc + 8 * v), acc[r][v]);
+}
+
+using Kernel = void (*)(const uint8_t*, const int8_t*, int64_t, int32_t*, int64_t, const int32_t*);
+
+void run_packed(const PackedInt8& p, int32_t* c, int64_t m, int64_t n, Kernel kernel) {
+  const int64_t nr = p.nr, kc = 128;  // k-groups per block: 512 values of k (b's micro-panel: 512 NR bytes)
+  const int64_t mc = 16, nc = std::max<int64_t>(1, 512 / nr);  // row / column panels per block
+  const int64_t mb = (p.mp + mc - 1) / mc, nb = (p.np + nc - 1) / nc;
+  if (p.kg == 0) {  // k = 0: every sum is zero
+    std::fill(c, c + m * n, 0);
+    return;
+  }
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t ib = 0; ib < mb; ++ib)
+    for (int64_t jb = 0; jb < nb; ++jb) {
+      std::vector<int32_t> tile(static_cast<size_t>(kMR * nr));
+      for (int64_t g0 = 0; g0 < p.kg; g0 += kc) {
+        const int64_t gl = std::min(kc, p.kg - g0);
+        for (int64_t jp = jb * nc; jp < std::min(p.np, (jb + 1) * nc); ++jp) {
+          const int8_t* bp = p.b.data() + (jp * p.kg + g0) * nr * 4;
+          const int32_t* init = g0 == 0 ? p.corr.data() + jp * nr : nullptr;
+          for (int64_t ip = ib * mc; ip < std::min(p.mp, (ib + 1) * mc); ++ip) {
+            const uint8_t* ap = p.a.data() + (ip * p.kg + g0) * kMR * 4;
+            const int64_t i0 = ip * kMR, j0 = jp * nr, h = std::min(kMR, m - i0), w = std::min(nr, n - j0);
+            if (h == kMR && w == nr) {
+              kernel(ap, bp, gl, c + i0 * n + j0, n, init);
+              continue;
+            }
+            if (!init)  // an edge tile through a full-size buffer
+              for (int64_t r = 0; r < h; ++r) std::copy_n(c + (i0 + r) * n + j0, w, tile.data() + r * nr);
+            kernel(ap, bp, gl, tile.data(), nr, init);
+            for (int64_t r = 0; r < h; ++r) std::copy_n(tile.data() + r * nr, w, c + (i0 + r) * n + j0);
+          }
+        }
+      }
+    }
+}
+
+void portable(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t k, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; ++i) {
+    int32_t* ci = c + i * n;
+    std::fill(ci, ci + n, 0);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int32_t av = a[i * k + kk];
+      const int8_t* bk = b + kk * n;
+      for (int64_t j = 0; j < n; ++j) ci[j] += av * static_cast<int32_t>(bk[j]);
+    }
+  }
+}
+
+}  // namespace
+
+bool int8_path_available(CpuPath p) {
+  switch (p) {
+    case CpuPath::avx512:
+      return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+    case CpuPath::avx:
+      return __builtin_cpu_supports("avxvnni") && __builtin_cpu_supports("avx2");
+    default:
+      return true;
+  }
+}
+
+CpuPath int8_path() {
+  static const CpuPath best = detail::best_path(int8_path_available, {CpuPath::avx512, CpuPath::avx});
+  return best;
+}
+
+void gemm_s8s8s32_cpu(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t k, int64_t n, CpuPath path) {
+  require(m >= 0 && n >= 0, "gemm_s8s8s32_cpu: m = {}, n = {} violate >= 0", m, n);
+  require(k >= 0 && k <= kA8W8MaxK,
+          "gemm_s8s8s32_cpu: K = {} violates 0 <= K <= {} (a sum of K int8 x int8 products must fit int32)", k,
+          kA8W8MaxK);
+  if (path == CpuPath::automatic) path = int8_path();
+  require(int8_path_available(path), "gemm_s8s8s32_cpu: path = {} is not available on this CPU", cpu_path_name(path));
+  if (m == 0 || n == 0) return;
+  if (path == CpuPath::portable) return portable(a, b, c, m, k, n);
+  const bool wide = path == CpuPath::avx512;
+  run_packed(pack(a, b, m, k, n, wide ? 64 : 16), c, m, n, wide ? kernel_avx512 : kernel_avx);
+}
+
+}  // namespace ladder::precision
+
+const char* ladder::precision::cpu_path_name(CpuPath p) {
+  switch (p) {
+    case CpuPath::automatic: return "automatic";
+    case CpuPath::avx512: return "avx512";
+    case CpuPath::avx: return "avx";
+    case CpuPath::portable: return "portable";
+  }
+  return "?";
+}
