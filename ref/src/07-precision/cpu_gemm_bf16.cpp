@@ -49,8 +49,10 @@ struct PackedBf16 {
   std::vector<uint32_t> a, b;      // [mp][kp][MR], [np][kp][NR]
 };
 
-PackedBf16 pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t k, int64_t n) {
-  PackedBf16 p;
+// Into the calling thread's buffers, kept from call to call (no fresh pages to fault in on every call).
+const PackedBf16& pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t k, int64_t n) {
+  thread_local PackedBf16 tls;
+  PackedBf16& p = tls;  // shared by the OpenMP threads below (each has its own thread_local)
   p.kp = (k + 1) / 2;
   p.mp = (m + kMR - 1) / kMR;
   p.np = (n + kNR - 1) / kNR;
@@ -72,26 +74,43 @@ PackedBf16 pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t k, int6
   return p;
 }
 
+// The kernel names its MR x 4 sums one by one (an array of vectors is spilled to the stack by GCC).
+#define LADDER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static_assert(kMR == 6, "LADDER_ROWS names kMR rows");
+
 // One MR x 64 tile over kp k-pairs: c (row stride ldc) = +0 (first block) or c, then the chain of pairs.
 __attribute__((target("avx512f,avx512bf16"))) void kernel_avx512(const uint32_t* ap, const uint32_t* bp, int64_t kp,
                                                                   float* c, int64_t ldc, bool first) {
-  __m512 acc[kMR][4];
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < 4; ++v) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc + 16 * v);
+  auto ld = [&](int64_t at) { return first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + at); };
+#define LADDER_LOAD(r) \
+  __m512 c##r##0 = ld(r * ldc), c##r##1 = ld(r * ldc + 16), c##r##2 = ld(r * ldc + 32), c##r##3 = ld(r * ldc + 48);
+  LADDER_ROWS(LADDER_LOAD)
+#undef LADDER_LOAD
   for (int64_t g = 0; g < kp; ++g) {
-    const __m512i b0 = _mm512_loadu_si512(bp + g * kNR), b1 = _mm512_loadu_si512(bp + g * kNR + 16),
-                  b2 = _mm512_loadu_si512(bp + g * kNR + 32), b3 = _mm512_loadu_si512(bp + g * kNR + 48);
-    for (int r = 0; r < kMR; ++r) {
-      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[g * kMR + r]));
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, (__m512bh)b0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, (__m512bh)b1);
-      acc[r][2] = _mm512_dpbf16_ps(acc[r][2], x, (__m512bh)b2);
-      acc[r][3] = _mm512_dpbf16_ps(acc[r][3], x, (__m512bh)b3);
-    }
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + g * kNR), b1 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 16),
+                   b2 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 32),
+                   b3 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 48);
+    const uint32_t* ag = ap + g * kMR;
+#define LADDER_STEP(r)                                                            \
+  {                                                                               \
+    const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(ag[r]));     \
+    c##r##0 = _mm512_dpbf16_ps(c##r##0, x, b0);                                   \
+    c##r##1 = _mm512_dpbf16_ps(c##r##1, x, b1);                                   \
+    c##r##2 = _mm512_dpbf16_ps(c##r##2, x, b2);                                   \
+    c##r##3 = _mm512_dpbf16_ps(c##r##3, x, b3);                                   \
   }
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
+    LADDER_ROWS(LADDER_STEP)
+#undef LADDER_STEP
+  }
+#define LADDER_STORE(r)                         \
+  _mm512_storeu_ps(c + r * ldc, c##r##0);       \
+  _mm512_storeu_ps(c + r * ldc + 16, c##r##1);  \
+  _mm512_storeu_ps(c + r * ldc + 32, c##r##2);  \
+  _mm512_storeu_ps(c + r * ldc + 48, c##r##3);
+  LADDER_ROWS(LADDER_STORE)
+#undef LADDER_STORE
 }
+#undef LADDER_ROWS
 
 void run_packed(const PackedBf16& p, float* c, int64_t m, int64_t n) {
   const int64_t kc = 128, mc = 16, nc = 8;  // k-pairs, row panels, column panels per block

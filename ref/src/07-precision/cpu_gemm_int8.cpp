@@ -29,8 +29,10 @@ struct PackedInt8 {
   std::vector<int32_t> corr;               // [np NR]: -128 colsum_j
 };
 
-PackedInt8 pack(const int8_t* a, const int8_t* b, int64_t m, int64_t k, int64_t n, int64_t nr) {
-  PackedInt8 p;
+// Into the calling thread's buffers, kept from call to call (no fresh pages to fault in on every call).
+const PackedInt8& pack(const int8_t* a, const int8_t* b, int64_t m, int64_t k, int64_t n, int64_t nr) {
+  thread_local PackedInt8 tls;
+  PackedInt8& p = tls;  // shared by the OpenMP threads below (each has its own thread_local)
   p.nr = nr;
   p.kg = (k + 3) / 4;
   p.mp = (m + kMR - 1) / kMR;
@@ -48,15 +50,11 @@ PackedInt8 pack(const int8_t* a, const int8_t* b, int64_t m, int64_t k, int64_t 
   for (int64_t jp = 0; jp < p.np; ++jp) {
     int8_t* dst = p.b.data() + jp * p.kg * nr * 4;
     const int64_t j0 = jp * nr, w = std::min(nr, n - j0);
+    int32_t* corr = p.corr.data() + j0;  // -128 colsum_j, accumulated row by row (exact: |128 colsum| <= 128 K 128 < 2^31)
     for (int64_t kk = 0; kk < k; ++kk) {
       const int8_t* src = b + kk * n + j0;
       int8_t* d = dst + (kk / 4) * nr * 4 + kk % 4;
-      for (int64_t c = 0; c < w; ++c) d[c * 4] = src[c];
-    }
-    for (int64_t c = 0; c < w; ++c) {
-      int32_t s = 0;
-      for (int64_t kk = 0; kk < k; ++kk) s += b[kk * n + j0 + c];
-      p.corr[static_cast<size_t>(j0 + c)] = static_cast<int32_t>(-128 * static_cast<int64_t>(s));
+      for (int64_t c = 0; c < w; ++c) d[c * 4] = src[c], corr[c] -= 128 * src[c];
     }
   }
   return p;
@@ -68,47 +66,70 @@ inline int32_t load_dword(const uint8_t* p) {
   return v;
 }
 
+// The kernels name their MR x NR/lanes sums one by one (an array of vectors is spilled to the stack by GCC).
+#define LADDER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static_assert(kMR == 6, "LADDER_ROWS names kMR rows");
+
 // One MR x 64 tile over kg k-groups: c (row stride ldc) = init (first block) or c, plus the products.
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void kernel_avx512(const uint8_t* ap, const int8_t* bp,
     int64_t kg, int32_t* c, int64_t ldc, const int32_t* init) {
-  __m512i acc[kMR][4];
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < 4; ++v)
-      acc[r][v] = _mm512_loadu_si512(init ? init + 16 * v : c + r * ldc + 16 * v);
+#define LADDER_LOAD(r) __m512i c##r##0 = _mm512_loadu_si512(init ? init : c + r * ldc),              \
+                               c##r##1 = _mm512_loadu_si512(init ? init + 16 : c + r * ldc + 16),    \
+                               c##r##2 = _mm512_loadu_si512(init ? init + 32 : c + r * ldc + 32),    \
+                               c##r##3 = _mm512_loadu_si512(init ? init + 48 : c + r * ldc + 48);
+  LADDER_ROWS(LADDER_LOAD)
+#undef LADDER_LOAD
   for (int64_t g = 0; g < kg; ++g) {
     const __m512i b0 = _mm512_loadu_si512(bp + g * 256), b1 = _mm512_loadu_si512(bp + g * 256 + 64),
                   b2 = _mm512_loadu_si512(bp + g * 256 + 128), b3 = _mm512_loadu_si512(bp + g * 256 + 192);
-    for (int r = 0; r < kMR; ++r) {
-      const __m512i x = _mm512_set1_epi32(load_dword(ap + (g * kMR + r) * 4));
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, b0);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, b1);
-      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], x, b2);
-      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], x, b3);
-    }
+    const uint8_t* ag = ap + g * kMR * 4;
+#define LADDER_STEP(r)                                                  \
+  {                                                                     \
+    const __m512i x = _mm512_set1_epi32(load_dword(ag + 4 * r));       \
+    c##r##0 = _mm512_dpbusd_epi32(c##r##0, x, b0);                      \
+    c##r##1 = _mm512_dpbusd_epi32(c##r##1, x, b1);                      \
+    c##r##2 = _mm512_dpbusd_epi32(c##r##2, x, b2);                      \
+    c##r##3 = _mm512_dpbusd_epi32(c##r##3, x, b3);                      \
   }
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_si512(c + r * ldc + 16 * v, acc[r][v]);
+    LADDER_ROWS(LADDER_STEP)
+#undef LADDER_STEP
+  }
+#define LADDER_STORE(r)                            \
+  _mm512_storeu_si512(c + r * ldc, c##r##0);       \
+  _mm512_storeu_si512(c + r * ldc + 16, c##r##1);  \
+  _mm512_storeu_si512(c + r * ldc + 32, c##r##2);  \
+  _mm512_storeu_si512(c + r * ldc + 48, c##r##3);
+  LADDER_ROWS(LADDER_STORE)
+#undef LADDER_STORE
 }
 
 // One MR x 16 tile, AVX-VNNI (VEX-encoded VPDPBUSD on ymm; 16 registers: 12 sums, 2 of b, 1 of a).
 __attribute__((target("avx2,avxvnni"))) void kernel_avx(const uint8_t* ap, const int8_t* bp, int64_t kg,
                                                           int32_t* c, int64_t ldc, const int32_t* init) {
-  __m256i acc[kMR][2];
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < 2; ++v)
-      acc[r][v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(init ? init + 8 * v : c + r * ldc + 8 * v));
+  auto ld = [](const int32_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); };
+#define LADDER_LOAD(r) __m256i c##r##0 = ld(init ? init : c + r * ldc), c##r##1 = ld(init ? init + 8 : c + r * ldc + 8);
+  LADDER_ROWS(LADDER_LOAD)
+#undef LADDER_LOAD
   for (int64_t g = 0; g < kg; ++g) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + g * 64)),
                   b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + g * 64 + 32));
-    for (int r = 0; r < kMR; ++r) {
-      const __m256i x = _mm256_set1_epi32(load_dword(ap + (g * kMR + r) * 4));
-      acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], x, b0);
-      acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], x, b1);
-    }
+    const uint8_t* ag = ap + g * kMR * 4;
+#define LADDER_STEP(r)                                             \
+  {                                                                \
+    const __m256i x = _mm256_set1_epi32(load_dword(ag + 4 * r));  \
+    c##r##0 = _mm256_dpbusd_avx_epi32(c##r##0, x, b0);             \
+    c##r##1 = _mm256_dpbusd_avx_epi32(c##r##1, x, b1);             \
   }
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < 2; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc + 8 * v), acc[r][v]);
+    LADDER_ROWS(LADDER_STEP)
+#undef LADDER_STEP
+  }
+#define LADDER_STORE(r)                                                        \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc), c##r##0);       \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc + 8), c##r##1);
+  LADDER_ROWS(LADDER_STORE)
+#undef LADDER_STORE
 }
+#undef LADDER_ROWS
 
 using Kernel = void (*)(const uint8_t*, const int8_t*, int64_t, int32_t*, int64_t, const int32_t*);
 
