@@ -187,8 +187,8 @@ class Summary : public benchmark::ConsoleReporter {
 
 }  // namespace
 
-BENCHMARK(BM_int8)->Apply(args)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
-BENCHMARK(BM_bf16)->Apply(args)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+BENCHMARK(BM_int8)->Apply(args)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_bf16)->Apply(args)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

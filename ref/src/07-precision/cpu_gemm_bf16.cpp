@@ -56,20 +56,27 @@ const PackedBf16& pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t 
   p.kp = (k + 1) / 2;
   p.mp = (m + kMR - 1) / kMR;
   p.np = (n + kNR - 1) / kNR;
-  p.a.assign(static_cast<size_t>(p.mp * p.kp * kMR), 0);
-  p.b.assign(static_cast<size_t>(p.np * p.kp * kNR), 0);
+  // Every dword is written below, padding included: resize, not assign (no pass over the buffers first).
+  p.a.resize(static_cast<size_t>(p.mp * p.kp * kMR));
+  p.b.resize(static_cast<size_t>(p.np * p.kp * kNR));
+  auto at = [](const uint16_t* x, int64_t rows, int64_t cols, int64_t r, int64_t c) -> uint32_t {
+    return r < rows && c < cols ? x[r * cols + c] : 0;
+  };
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < m; ++i) {
-    uint32_t* dst = p.a.data() + (i / kMR) * p.kp * kMR + i % kMR;
-    for (int64_t kk = 0; kk < k; ++kk) dst[(kk / 2) * kMR] |= static_cast<uint32_t>(a[i * k + kk]) << (16 * (kk % 2));
+  for (int64_t ip = 0; ip < p.mp; ++ip) {
+    uint32_t* dst = p.a.data() + ip * p.kp * kMR;
+    for (int64_t g = 0; g < p.kp; ++g)
+      for (int64_t r = 0; r < kMR; ++r) {
+        const int64_t i = ip * kMR + r;
+        *dst++ = at(a, m, k, i, 2 * g) | at(a, m, k, i, 2 * g + 1) << 16;
+      }
   }
 #pragma omp parallel for schedule(static)
   for (int64_t jp = 0; jp < p.np; ++jp) {
     uint32_t* dst = p.b.data() + jp * p.kp * kNR;
-    const int64_t j0 = jp * kNR, w = std::min(kNR, n - j0);
-    for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t c = 0; c < w; ++c)
-        dst[(kk / 2) * kNR + c] |= static_cast<uint32_t>(b[kk * n + j0 + c]) << (16 * (kk % 2));
+    const int64_t j0 = jp * kNR;
+    for (int64_t g = 0; g < p.kp; ++g)
+      for (int64_t c = 0; c < kNR; ++c) *dst++ = at(b, k, n, 2 * g, j0 + c) | at(b, k, n, 2 * g + 1, j0 + c) << 16;
   }
   return p;
 }

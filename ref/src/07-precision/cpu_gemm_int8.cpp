@@ -37,25 +37,37 @@ const PackedInt8& pack(const int8_t* a, const int8_t* b, int64_t m, int64_t k, i
   p.kg = (k + 3) / 4;
   p.mp = (m + kMR - 1) / kMR;
   p.np = (n + nr - 1) / nr;
-  p.a.assign(static_cast<size_t>(p.mp * p.kg * kMR * 4), 0x80);
-  p.b.assign(static_cast<size_t>(p.np * p.kg * nr * 4), 0);
-  p.corr.assign(static_cast<size_t>(p.np * nr), 0);
+  // Every byte is written below, padding included: resize, not assign (no pass over the buffers first).
+  p.a.resize(static_cast<size_t>(p.mp * p.kg * kMR * 4));
+  p.b.resize(static_cast<size_t>(p.np * p.kg * nr * 4));
+  p.corr.resize(static_cast<size_t>(p.np * nr));
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < m; ++i) {
-    uint8_t* dst = p.a.data() + ((i / kMR) * p.kg * kMR + i % kMR) * 4;
-    for (int64_t kk = 0; kk < k; ++kk)
-      dst[(kk / 4) * kMR * 4 + kk % 4] = static_cast<uint8_t>(static_cast<uint8_t>(a[i * k + kk]) ^ 0x80u);
+  for (int64_t ip = 0; ip < p.mp; ++ip) {
+    uint8_t* dst = p.a.data() + ip * p.kg * kMR * 4;
+    for (int64_t g = 0; g < p.kg; ++g)
+      for (int64_t r = 0; r < kMR; ++r)
+        for (int64_t t = 0; t < 4; ++t) {
+          const int64_t i = ip * kMR + r, kk = 4 * g + t;
+          *dst++ = i < m && kk < k ? static_cast<uint8_t>(static_cast<uint8_t>(a[i * k + kk]) ^ 0x80u) : 0x80;
+        }
   }
 #pragma omp parallel for schedule(static)
   for (int64_t jp = 0; jp < p.np; ++jp) {
     int8_t* dst = p.b.data() + jp * p.kg * nr * 4;
     const int64_t j0 = jp * nr, w = std::min(nr, n - j0);
-    int32_t* corr = p.corr.data() + j0;  // -128 colsum_j, accumulated row by row (exact: |128 colsum| <= 128 K 128 < 2^31)
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const int8_t* src = b + kk * n + j0;
-      int8_t* d = dst + (kk / 4) * nr * 4 + kk % 4;
-      for (int64_t c = 0; c < w; ++c) d[c * 4] = src[c], corr[c] -= 128 * src[c];
-    }
+    int32_t* corr = p.corr.data() + j0;  // -128 colsum_j (exact: |128 colsum| <= 128 K 128 < 2^31)
+    std::fill(corr, corr + nr, 0);
+    for (int64_t g = 0; g < p.kg; ++g, dst += nr * 4)
+      for (int64_t t = 0; t < 4; ++t) {
+        const int64_t kk = 4 * g + t;
+        if (kk >= k) {
+          for (int64_t c = 0; c < nr; ++c) dst[c * 4 + t] = 0;
+          continue;
+        }
+        const int8_t* src = b + kk * n + j0;
+        for (int64_t c = 0; c < w; ++c) dst[c * 4 + t] = src[c], corr[c] -= 128 * src[c];
+        for (int64_t c = w; c < nr; ++c) dst[c * 4 + t] = 0;
+      }
   }
   return p;
 }
