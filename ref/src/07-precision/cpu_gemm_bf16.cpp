@@ -88,11 +88,13 @@ static_assert(kMR == 6, "LADDER_ROWS names kMR rows");
 // One MR x 64 tile over kp k-pairs: c (row stride ldc) = +0 (first block) or c, then the chain of pairs.
 __attribute__((target("avx512f,avx512bf16"))) void kernel_avx512(const uint32_t* ap, const uint32_t* bp, int64_t kp,
                                                                   float* c, int64_t ldc, bool first) {
-  auto ld = [&](int64_t at) { return first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + at); };
-#define LADDER_LOAD(r) \
-  __m512 c##r##0 = ld(r * ldc), c##r##1 = ld(r * ldc + 16), c##r##2 = ld(r * ldc + 32), c##r##3 = ld(r * ldc + 48);
+  // (no lambdas here: a lambda does not inherit the target attribute)
+#define LADDER_LD(at) (first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + (at)))
+#define LADDER_LOAD(r) __m512 c##r##0 = LADDER_LD(r * ldc), c##r##1 = LADDER_LD(r * ldc + 16), \
+                              c##r##2 = LADDER_LD(r * ldc + 32), c##r##3 = LADDER_LD(r * ldc + 48);
   LADDER_ROWS(LADDER_LOAD)
 #undef LADDER_LOAD
+#undef LADDER_LD
   for (int64_t g = 0; g < kp; ++g) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + g * kNR), b1 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 16),
                    b2 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 32),
@@ -120,7 +122,7 @@ __attribute__((target("avx512f,avx512bf16"))) void kernel_avx512(const uint32_t*
 #undef LADDER_ROWS
 
 void run_packed(const PackedBf16& p, float* c, int64_t m, int64_t n) {
-  const int64_t kc = 128, mc = 16, nc = 8;  // k-pairs, row panels, column panels per block
+  const int64_t kc = 64, mc = 16, nc = 8;  // k-pairs, row panels, column panels per block
   const int64_t mb = (p.mp + mc - 1) / mc, nb = (p.np + nc - 1) / nc;
   if (p.kp == 0) {  // k = 0: every chain is empty, c = +0
     std::fill(c, c + m * n, 0.0f);

@@ -118,10 +118,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void kernel_avx512(const 
 // One MR x 16 tile, AVX-VNNI (VEX-encoded VPDPBUSD on ymm; 16 registers: 12 sums, 2 of b, 1 of a).
 __attribute__((target("avx2,avxvnni"))) void kernel_avx(const uint8_t* ap, const int8_t* bp, int64_t kg,
                                                           int32_t* c, int64_t ldc, const int32_t* init) {
-  auto ld = [](const int32_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); };
-#define LADDER_LOAD(r) __m256i c##r##0 = ld(init ? init : c + r * ldc), c##r##1 = ld(init ? init + 8 : c + r * ldc + 8);
+  // (no lambdas here: a lambda does not inherit the target attribute)
+#define LADDER_LD(q) _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))
+#define LADDER_LOAD(r) \
+  __m256i c##r##0 = LADDER_LD(init ? init : c + r * ldc), c##r##1 = LADDER_LD(init ? init + 8 : c + r * ldc + 8);
   LADDER_ROWS(LADDER_LOAD)
 #undef LADDER_LOAD
+#undef LADDER_LD
   for (int64_t g = 0; g < kg; ++g) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + g * 64)),
                   b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + g * 64 + 32));
