@@ -158,7 +158,8 @@ class Summary : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs)
-      if (!r.error_occurred && r.run_type == Run::RT_Iteration && r.counters.count("GOP/s"))
+      if (!r.error_occurred && r.counters.count("GOP/s") &&  // runs, or their medians (aggregates only)
+          (r.run_type == Run::RT_Iteration || r.aggregate_name == "median"))
         rates_[r.run_name.function_name + "/" + r.run_name.args].push_back(r.counters.at("GOP/s"));
   }
   void Finalize() override {

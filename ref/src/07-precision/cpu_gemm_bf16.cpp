@@ -122,8 +122,10 @@ __attribute__((target("avx512f,avx512bf16"))) void kernel_avx512(const uint32_t*
 #undef LADDER_ROWS
 
 void run_packed(const PackedBf16& p, float* c, int64_t m, int64_t n) {
-  const int64_t kc = 64, mc = 16, nc = 8;  // k-pairs, row panels, column panels per block
-  const int64_t mb = (p.mp + mc - 1) / mc, nb = (p.np + nc - 1) / nc;
+  // k-pairs per block (b's micro-panel: 16 KB), row panels per block (at most 64, evenly split: a's block,
+  // 384 rows x 64 pairs, stays in L2, and b streams from memory ceil(m / 384) times), column panels per block.
+  const int64_t kc = 64, mb = (p.mp + 63) / 64, mc = (p.mp + mb - 1) / mb, nc = 8;
+  const int64_t nb = (p.np + nc - 1) / nc;
   if (p.kp == 0) {  // k = 0: every chain is empty, c = +0
     std::fill(c, c + m * n, 0.0f);
     return;

@@ -150,8 +150,10 @@ using Kernel = void (*)(const uint8_t*, const int8_t*, int64_t, int32_t*, int64_
 
 void run_packed(const PackedInt8& p, int32_t* c, int64_t m, int64_t n, Kernel kernel) {
   const int64_t nr = p.nr, kc = 128;  // k-groups per block: 512 values of k (b's micro-panel: 512 NR bytes)
-  const int64_t mc = 16, nc = std::max<int64_t>(1, 512 / nr);  // row / column panels per block
-  const int64_t mb = (p.mp + mc - 1) / mc, nb = (p.np + nc - 1) / nc;
+  // Row blocks of at most 64 panels (384 rows: a's block, 384 x 512 bytes, stays in L2), evenly split, so b
+  // streams from memory ceil(m / 384) times; column blocks of 512 columns.
+  const int64_t mb = (p.mp + 63) / 64, mc = (p.mp + mb - 1) / mb, nc = std::max<int64_t>(1, 512 / nr);
+  const int64_t nb = (p.np + nc - 1) / nc;
   if (p.kg == 0) {  // k = 0: every sum is zero
     std::fill(c, c + m * n, 0);
     return;
