@@ -3,6 +3,7 @@
 //   ragged/<routing>   moe::ragged_dot (the reference: one ladder::gemm per group, Eigen's GEMM for
 //                      float) on lhs [4096, D] x rhs [8, D, F], group sizes balanced or Zipf(s = 1.2)
 //   dense_gemm         one Eigen GEMM [4096, D] x [D, F]: the same FLOPs with no groups
+//   onednn_sgemm       the same product through oneDNN's f32 matmul (skipped without oneDNN)
 //   ragged32 / fallback32   32 local experts, 512 tokens choosing 8 of them (4096 assignments): the
 //                      ragged dot vs the dense fallback (every token through every local expert,
 //                      E/k = 4 times the FLOPs), one projection each
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../onednn_peer.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/04-moe/moe.hpp"
 
@@ -82,6 +84,20 @@ void BM_dense_gemm(benchmark::State& st) {
     c.noalias() = a * b;
     benchmark::DoNotOptimize(p.out.data());
   }
+  rate(st, 2.0 * kRows * kD * kF);
+}
+
+// The same product through oneDNN's f32 matmul (bench/onednn_peer.hpp), the stronger peer of issue 44's
+// compute-bound figures; skipped, saying why, in a build without oneDNN.
+void BM_onednn_sgemm(benchmark::State& st) {
+  if (!bench::OnednnMatmul::available()) return st.SkipWithError(bench::OnednnMatmul::missing_reason().c_str());
+  Projection& p = proj8();
+  bench::OnednnMatmul mm(kRows, kD, kF, bench::OnednnMatmul::Type::f32);
+  for (auto _ : st) {
+    mm.run(p.lhs.data(), p.rhs.data(), p.out.data());
+    benchmark::DoNotOptimize(p.out.data());
+  }
+  st.SetLabel(mm.impl());
   rate(st, 2.0 * kRows * kD * kF);
 }
 
@@ -224,6 +240,7 @@ class Summary : public benchmark::ConsoleReporter {
 
 BENCHMARK(BM_ragged)->Arg(0)->Arg(12)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 BENCHMARK(BM_dense_gemm)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(BM_onednn_sgemm)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 BENCHMARK(BM_ragged32)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_fallback32)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_layer_gate)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);

@@ -21,7 +21,7 @@ Stage stage_07_precision() {
   s.write_golden_case = &precision::write_golden_case;
   s.cuda_rungs = true;  // cuda/src/07-precision: the A8W8 GEMM through __dp4a
   s.lab = true;  // chapters/07-precision/lab: E4M3 rounding and the block-scaled dot
-  s.bench = false;
+  s.bench = true;  // bench/07-precision: the int8 / bf16 CPU GEMMs beside oneDNN
   return s;
 }
 

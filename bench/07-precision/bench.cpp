@@ -1,0 +1,201 @@
+// bench/07-precision/bench.cpp -- stage 07's CPU GEMMs beside oneDNN's matmul, timed in one run (issue 40
+// deliverable 5): ladder's int8 GEMM (s8 x s8 -> s32, AVX512-VNNI / AVX-VNNI / portable, chosen at run time)
+// against oneDNN's s8s8s32 matmul, and ladder's bf16 GEMM (bf16 x bf16 -> f32, AVX512_BF16 / portable)
+// against oneDNN's bf16 matmul (ladder/07-precision/cpu_gemm.hpp, bench/onednn_peer.hpp).
+// Shapes (m, k, n), c [m x n] = a [m x k] b [k x n]:
+//   0  expert_up    512 x 7168 x 2048  one of 8 DeepSeek-V3 experts' up projection in stage 04's bench layer
+//                                      (4096 assignments over 8 experts: 512 rows; D = 7168, F = 2048)
+//   1  expert_down  512 x 2048 x 7168  the same expert's down projection
+//   2  square       4096 x 4096 x 4096
+// BM_int8/<shape>/<0 ladder | 1 oneDNN>, BM_bf16/<shape>/<impl>; counter GOP/s = 2 m k n / time. Both sides
+// take row-major operands as they are and pack inside the timed call, on all OpenMP threads. Before timing,
+// each shape's int8 results are compared with oneDNN's (exact: they must be equal) and the bf16 ones within
+// the float32 summation bound; a mismatch fails the benchmark. The summary line per shape:
+//   precision <shape>: int8 ladder/oneDNN R (x GOP/s vs y), bf16 ladder/oneDNN S (...)
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../onednn_peer.hpp"
+#include "ladder/07-precision/cpu_gemm.hpp"
+#include "ladder/core/formats.hpp"
+#include "ladder/core/rng.hpp"
+
+namespace {
+using namespace ladder;
+using bench::OnednnMatmul;
+
+struct Dims {
+  const char* name;
+  int64_t m, k, n;
+};
+const Dims kDims[] = {{"expert_up", 512, 7168, 2048}, {"expert_down", 512, 2048, 7168}, {"square", 4096, 4096, 4096}};
+
+struct Operands {
+  std::vector<int8_t> a8, b8;
+  std::vector<uint16_t> a16, b16;
+  std::vector<int32_t> c32;
+  std::vector<float> cf;
+};
+
+Operands& operands(int s) {
+  static std::map<int, Operands> cache;
+  auto it = cache.find(s);
+  if (it != cache.end()) return it->second;
+  if (!cache.empty()) cache.clear();  // one shape's operands at a time (the square one is ~200 MB)
+  const Dims d = kDims[s];
+  Operands& o = cache[s];
+  Rng r(uint64_t(s) + 1);
+  o.a8.resize(size_t(d.m * d.k)), o.b8.resize(size_t(d.k * d.n));
+  for (auto& x : o.a8) x = int8_t(int(r.next() % 256) - 128);
+  for (auto& x : o.b8) x = int8_t(int(r.next() % 256) - 128);
+  o.a16.resize(o.a8.size()), o.b16.resize(o.b8.size());
+  for (auto& x : o.a16) x = formats::to_bf16(float(r.normal()));
+  for (auto& x : o.b16) x = formats::to_bf16(float(r.normal()) * 0.01f);
+  o.c32.resize(size_t(d.m * d.n)), o.cf.resize(size_t(d.m * d.n));
+  return o;
+}
+
+void rate(benchmark::State& st, const Dims& d) {
+  st.counters["GOP/s"] = benchmark::Counter(2.0 * double(d.m) * double(d.k) * double(d.n) * 1e-9 *
+                                                double(st.iterations()), benchmark::Counter::kIsRate);
+}
+
+// ladder's result against oneDNN's on the shape (once per shape and type): int8 exactly, bf16 within
+// gamma_k(2^-24) sum |a b| over a sample of outputs (both are float32 chains of exact products).
+std::map<std::pair<int, bool>, std::string> g_checked;
+std::string cross_check(int s, bool int8, OnednnMatmul& mm) {
+  auto key = std::make_pair(s, int8);
+  if (g_checked.count(key)) return g_checked[key];
+  const Dims d = kDims[s];
+  Operands& o = operands(s);
+  std::string err;
+  if (int8) {
+    std::vector<int32_t> peer(o.c32.size());
+    precision::gemm_s8s8s32_cpu(o.a8.data(), o.b8.data(), o.c32.data(), d.m, d.k, d.n);
+    mm.run(o.a8.data(), o.b8.data(), peer.data());
+    if (peer != o.c32) err = "int8: ladder's sums differ from oneDNN's s8s8s32";
+  } else {
+    std::vector<float> peer(o.cf.size());
+    precision::gemm_bf16_cpu(o.a16.data(), o.b16.data(), o.cf.data(), d.m, d.k, d.n);
+    mm.run(o.a16.data(), o.b16.data(), peer.data());
+    const double g = double(d.k) * 0x1p-24 / (1 - double(d.k) * 0x1p-24);
+    for (int64_t i = 0; i < d.m && err.empty(); i += 97)
+      for (int64_t j = 0; j < d.n; j += 13) {
+        double mag = 0;
+        for (int64_t kk = 0; kk < d.k; ++kk)
+          mag += std::fabs(double(formats::from_bf16(o.a16[size_t(i * d.k + kk)])) *
+                           formats::from_bf16(o.b16[size_t(kk * d.n + j)]));
+        const size_t at = size_t(i * d.n + j);
+        if (std::fabs(double(o.cf[at]) - peer[at]) > 2 * g * mag) {
+          err = fmt::format("bf16: ladder {} vs oneDNN {} at ({}, {}) beyond 2 gamma_k sum|ab| = {}", o.cf[at],
+                            peer[at], i, j, 2 * g * mag);
+          break;
+        }
+      }
+  }
+  return g_checked[key] = err;
+}
+
+void BM_int8(benchmark::State& st) {
+  const int s = int(st.range(0));
+  const Dims d = kDims[s];
+  Operands& o = operands(s);
+  if (st.range(1) == 0) {
+    for (auto _ : st) {
+      precision::gemm_s8s8s32_cpu(o.a8.data(), o.b8.data(), o.c32.data(), d.m, d.k, d.n);
+      benchmark::DoNotOptimize(o.c32.data());
+    }
+    st.SetLabel(precision::cpu_path_name(precision::int8_path()));
+  } else {
+    if (!OnednnMatmul::available()) return st.SkipWithError(OnednnMatmul::missing_reason().c_str());
+    OnednnMatmul mm(d.m, d.k, d.n, OnednnMatmul::Type::s8s8s32);
+    if (const std::string e = cross_check(s, true, mm); !e.empty()) return st.SkipWithError(e.c_str());
+    for (auto _ : st) {
+      mm.run(o.a8.data(), o.b8.data(), o.c32.data());
+      benchmark::DoNotOptimize(o.c32.data());
+    }
+    st.SetLabel(mm.impl());
+  }
+  rate(st, d);
+}
+
+void BM_bf16(benchmark::State& st) {
+  const int s = int(st.range(0));
+  const Dims d = kDims[s];
+  Operands& o = operands(s);
+  if (st.range(1) == 0) {
+    for (auto _ : st) {
+      precision::gemm_bf16_cpu(o.a16.data(), o.b16.data(), o.cf.data(), d.m, d.k, d.n);
+      benchmark::DoNotOptimize(o.cf.data());
+    }
+    st.SetLabel(precision::cpu_path_name(precision::bf16_path()));
+  } else {
+    if (!OnednnMatmul::available()) return st.SkipWithError(OnednnMatmul::missing_reason().c_str());
+    OnednnMatmul mm(d.m, d.k, d.n, OnednnMatmul::Type::bf16f32);
+    if (const std::string e = cross_check(s, false, mm); !e.empty()) return st.SkipWithError(e.c_str());
+    for (auto _ : st) {
+      mm.run(o.a16.data(), o.b16.data(), o.cf.data());
+      benchmark::DoNotOptimize(o.cf.data());
+    }
+    st.SetLabel(mm.impl());
+  }
+  rate(st, d);
+}
+
+// Shape-major, so one shape's operands serve all four of its benchmarks.
+void args(benchmark::internal::Benchmark* b) {
+  for (int s = 0; s < 3; ++s) b->Args({s, 0})->Args({s, 1});
+}
+
+class Summary : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs)
+      if (!r.error_occurred && r.counters.count("GOP/s") &&  // runs, or their medians (aggregates only)
+          (r.run_type == Run::RT_Iteration || r.aggregate_name == "median"))
+        rates_[r.run_name.function_name + "/" + r.run_name.args].push_back(r.counters.at("GOP/s"));
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    auto med = [&](const std::string& k) {
+      auto v = rates_[k];
+      if (v.empty()) return 0.0;
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    fmt::print("precision peer: {}\n", OnednnMatmul::version());
+    for (int s = 0; s < 3; ++s) {
+      std::string line = fmt::format("precision {}:", kDims[s].name);
+      for (const char* t : {"BM_int8", "BM_bf16"}) {
+        const double ours = med(fmt::format("{}/{}/0", t, s)), peer = med(fmt::format("{}/{}/1", t, s));
+        line += fmt::format(" {} ladder/oneDNN {} ({:.0f} vs {:.0f} GOP/s);", t + 3,
+                            peer > 0 ? fmt::format("{:.2f}", ours / peer) : std::string("- (no peer)"), ours, peer);
+      }
+      fmt::print("{}\n", line);
+    }
+  }
+
+ private:
+  std::map<std::string, std::vector<double>> rates_;
+};
+
+}  // namespace
+
+BENCHMARK(BM_int8)->Apply(args)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_bf16)->Apply(args)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  Summary summary;
+  benchmark::RunSpecifiedBenchmarks(&summary);
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,200 @@
+// ref/src/07-precision/cpu_gemm_bf16.cpp -- the bf16 GEMM's CPU paths (ladder/07-precision/cpu_gemm.hpp): an
+// AVX512_BF16 kernel (VDPBF16PS) behind a function attribute, chosen at run time, and the portable loop that
+// reproduces the instruction's arithmetic bit for bit (the contract in the header).
+//
+// Packing as the int8 GEMM's (cpu_gemm_int8.cpp), with pairs of k for groups of 4: b in panels of 64 columns,
+// pair p of column c one dword (b[2p][c] low half = the instruction's even element, b[2p+1][c] high half);
+// a in panels of MR rows, pair p of row r one dword; zero past k, m and n. A zero pad element adds
+// fma(+-0, y, acc) to the chain, which the portable loop adds too (it can turn an accumulated -0 into +0).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <vector>
+
+#include "cpu_gemm_util.hpp"
+#include "ladder/07-precision/cpu_gemm.hpp"
+#include "ladder/core/formats.hpp"
+
+namespace ladder::precision {
+namespace {
+
+constexpr int64_t kMR = 6, kNR = 64;
+
+inline float daz(uint16_t x) {
+  return formats::from_bf16((x & 0x7F80u) == 0 ? static_cast<uint16_t>(x & 0x8000u) : x);
+}
+
+// FTZ(fma32(x, y, acc)) for DAZ'd float32 values x, y (the contract's step).
+inline float step(float acc, float x, float y) {
+  const float r = std::fma(x, y, acc);
+  const float ar = std::fabs(r);
+  if (!(ar <= FLT_MIN)) return r;                        // normal, infinite or NaN
+  if (ar < FLT_MIN) return std::copysign(0.0f, r);      // subnormal (tiny after any rounding) or zero
+  // r = +-2^-126: tiny iff the exact x y + acc rounded to 24 bits with an unbounded exponent is below 2^-126,
+  // i.e. iff |x y + acc| < 2^-126 - 2^-151 (the midpoint to 2^-126 - 2^-150, which ties to 2^-126: even).
+  // x y is exact in double (8-bit significands); TwoSum (Knuth, TAOCP vol. 2, 4.2.2) gives the sum as s + e.
+  const double p = static_cast<double>(x) * static_cast<double>(y), a = acc;
+  double s = p + a;
+  const double bv = s - p;
+  double e = (p - (s - bv)) + (a - bv);
+  if (r < 0) s = -s, e = -e;
+  constexpr double kT = 0x1p-126 - 0x1p-151;
+  return (s < kT || (s == kT && e < 0)) ? std::copysign(0.0f, r) : r;
+}
+
+struct PackedBf16 {
+  int64_t kp = 0, mp = 0, np = 0;  // k-pairs, row panels, column panels
+  std::vector<uint32_t> a, b;      // [mp][kp][MR], [np][kp][NR]
+};
+
+// Into the calling thread's buffers, kept from call to call (no fresh pages to fault in on every call).
+const PackedBf16& pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t k, int64_t n) {
+  thread_local PackedBf16 tls;
+  PackedBf16& p = tls;  // shared by the OpenMP threads below (each has its own thread_local)
+  p.kp = (k + 1) / 2;
+  p.mp = (m + kMR - 1) / kMR;
+  p.np = (n + kNR - 1) / kNR;
+  // Every dword is written below, padding included: resize, not assign (no pass over the buffers first).
+  p.a.resize(static_cast<size_t>(p.mp * p.kp * kMR));
+  p.b.resize(static_cast<size_t>(p.np * p.kp * kNR));
+  auto at = [](const uint16_t* x, int64_t rows, int64_t cols, int64_t r, int64_t c) -> uint32_t {
+    return r < rows && c < cols ? x[r * cols + c] : 0;
+  };
+#pragma omp parallel for schedule(static)
+  for (int64_t ip = 0; ip < p.mp; ++ip) {
+    uint32_t* dst = p.a.data() + ip * p.kp * kMR;
+    for (int64_t g = 0; g < p.kp; ++g)
+      for (int64_t r = 0; r < kMR; ++r) {
+        const int64_t i = ip * kMR + r;
+        *dst++ = at(a, m, k, i, 2 * g) | at(a, m, k, i, 2 * g + 1) << 16;
+      }
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t jp = 0; jp < p.np; ++jp) {
+    uint32_t* dst = p.b.data() + jp * p.kp * kNR;
+    const int64_t j0 = jp * kNR;
+    for (int64_t g = 0; g < p.kp; ++g)
+      for (int64_t c = 0; c < kNR; ++c) *dst++ = at(b, k, n, 2 * g, j0 + c) | at(b, k, n, 2 * g + 1, j0 + c) << 16;
+  }
+  return p;
+}
+
+// The kernel names its MR x 4 sums one by one (an array of vectors is spilled to the stack by GCC).
+#define LADDER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static_assert(kMR == 6, "LADDER_ROWS names kMR rows");
+
+// One MR x 64 tile over kp k-pairs: c (row stride ldc) = +0 (first block) or c, then the chain of pairs.
+__attribute__((target("avx512f,avx512bf16"))) void kernel_avx512(const uint32_t* ap, const uint32_t* bp, int64_t kp,
+                                                                  float* c, int64_t ldc, bool first) {
+  // (no lambdas here: a lambda does not inherit the target attribute)
+#define LADDER_LD(at) (first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + (at)))
+#define LADDER_LOAD(r) __m512 c##r##0 = LADDER_LD(r * ldc), c##r##1 = LADDER_LD(r * ldc + 16), \
+                              c##r##2 = LADDER_LD(r * ldc + 32), c##r##3 = LADDER_LD(r * ldc + 48);
+  LADDER_ROWS(LADDER_LOAD)
+#undef LADDER_LOAD
+#undef LADDER_LD
+  for (int64_t g = 0; g < kp; ++g) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + g * kNR), b1 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 16),
+                   b2 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 32),
+                   b3 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 48);
+    const uint32_t* ag = ap + g * kMR;
+#define LADDER_STEP(r)                                                            \
+  {                                                                               \
+    const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(ag[r]));     \
+    c##r##0 = _mm512_dpbf16_ps(c##r##0, x, b0);                                   \
+    c##r##1 = _mm512_dpbf16_ps(c##r##1, x, b1);                                   \
+    c##r##2 = _mm512_dpbf16_ps(c##r##2, x, b2);                                   \
+    c##r##3 = _mm512_dpbf16_ps(c##r##3, x, b3);                                   \
+  }
+    LADDER_ROWS(LADDER_STEP)
+#undef LADDER_STEP
+  }
+#define LADDER_STORE(r)                         \
+  _mm512_storeu_ps(c + r * ldc, c##r##0);       \
+  _mm512_storeu_ps(c + r * ldc + 16, c##r##1);  \
+  _mm512_storeu_ps(c + r * ldc + 32, c##r##2);  \
+  _mm512_storeu_ps(c + r * ldc + 48, c##r##3);
+  LADDER_ROWS(LADDER_STORE)
+#undef LADDER_STORE
+}
+#undef LADDER_ROWS
+
+void run_packed(const PackedBf16& p, float* c, int64_t m, int64_t n) {
+  // k-pairs per block (b's micro-panel: 16 KB), row panels per block (at most 64, evenly split: a's block,
+  // 384 rows x 64 pairs, stays in L2, and b streams from memory ceil(m / 384) times), column panels per block.
+  const int64_t kc = 64, mb = (p.mp + 63) / 64, mc = (p.mp + mb - 1) / mb, nc = 8;
+  const int64_t nb = (p.np + nc - 1) / nc;
+  if (p.kp == 0) {  // k = 0: every chain is empty, c = +0
+    std::fill(c, c + m * n, 0.0f);
+    return;
+  }
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t ib = 0; ib < mb; ++ib)
+    for (int64_t jb = 0; jb < nb; ++jb) {
+      std::vector<float> tile(static_cast<size_t>(kMR * kNR));
+      for (int64_t g0 = 0; g0 < p.kp; g0 += kc) {
+        const int64_t gl = std::min(kc, p.kp - g0);
+        for (int64_t jp = jb * nc; jp < std::min(p.np, (jb + 1) * nc); ++jp) {
+          const uint32_t* bp = p.b.data() + (jp * p.kp + g0) * kNR;
+          for (int64_t ip = ib * mc; ip < std::min(p.mp, (ib + 1) * mc); ++ip) {
+            const uint32_t* ap = p.a.data() + (ip * p.kp + g0) * kMR;
+            const int64_t i0 = ip * kMR, j0 = jp * kNR, h = std::min(kMR, m - i0), w = std::min(kNR, n - j0);
+            if (h == kMR && w == kNR) {
+              kernel_avx512(ap, bp, gl, c + i0 * n + j0, n, g0 == 0);
+              continue;
+            }
+            if (g0 > 0)  // an edge tile through a full-size buffer
+              for (int64_t r = 0; r < h; ++r) std::copy_n(c + (i0 + r) * n + j0, w, tile.data() + r * kNR);
+            kernel_avx512(ap, bp, gl, tile.data(), kNR, g0 == 0);
+            for (int64_t r = 0; r < h; ++r) std::copy_n(tile.data() + r * kNR, w, c + (i0 + r) * n + j0);
+          }
+        }
+      }
+    }
+}
+
+// The contract's chain, row by row: every c_ij steps through the pairs in order, odd element first.
+void portable(const uint16_t* a, const uint16_t* b, float* c, int64_t m, int64_t k, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; ++i) {
+    float* ci = c + i * n;
+    std::fill(ci, ci + n, 0.0f);
+    for (int64_t kk = 0; kk < k; kk += 2) {
+      if (kk + 1 < k) {
+        const float x = daz(a[i * k + kk + 1]);
+        for (int64_t j = 0; j < n; ++j) ci[j] = step(ci[j], x, daz(b[(kk + 1) * n + j]));
+      } else {  // the pad: a zero pair element
+        for (int64_t j = 0; j < n; ++j) ci[j] = step(ci[j], 0.0f, 0.0f);
+      }
+      const float x = daz(a[i * k + kk]);
+      for (int64_t j = 0; j < n; ++j) ci[j] = step(ci[j], x, daz(b[kk * n + j]));
+    }
+  }
+}
+
+}  // namespace
+
+float bf16_dot_step(float acc, uint16_t x, uint16_t y) { return step(acc, daz(x), daz(y)); }
+
+bool bf16_path_available(CpuPath p) {
+  if (p == CpuPath::avx512) return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");
+  return p != CpuPath::avx;
+}
+
+CpuPath bf16_path() {
+  static const CpuPath best = detail::best_path(bf16_path_available, {CpuPath::avx512});
+  return best;
+}
+
+void gemm_bf16_cpu(const uint16_t* a, const uint16_t* b, float* c, int64_t m, int64_t k, int64_t n, CpuPath path) {
+  require(m >= 0 && k >= 0 && n >= 0, "gemm_bf16_cpu: m = {}, k = {}, n = {} violate >= 0", m, k, n);
+  if (path == CpuPath::automatic) path = bf16_path();
+  require(bf16_path_available(path), "gemm_bf16_cpu: path = {} is not available on this CPU", cpu_path_name(path));
+  if (m == 0 || n == 0) return;
+  if (path == CpuPath::portable) return portable(a, b, c, m, k, n);
+  run_packed(pack(a, b, m, k, n), c, m, n);
+}
+
+}  // namespace ladder::precision

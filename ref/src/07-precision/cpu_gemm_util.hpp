@@ -1,0 +1,31 @@
+// ref/src/07-precision/cpu_gemm_util.hpp -- what the int8 and bf16 CPU GEMMs share (private to the library):
+// resolving `automatic` to the widest path the CPU has, or to the path LADDER_CPU_PATH names.
+#pragma once
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
+
+#include "ladder/07-precision/cpu_gemm.hpp"
+#include "ladder/core/error.hpp"
+
+namespace ladder::precision::detail {
+
+// The widest of `widest_first` (avx512 before avx) that the CPU has and that LADDER_CPU_PATH allows: the
+// variable caps the width (avx512: no cap; avx: no AVX-512 path; portable: no fast path), to run the other
+// paths on a wide machine. An unknown value is an Error naming LADDER_CPU_PATH.
+inline CpuPath best_path(bool (*available)(CpuPath), std::initializer_list<CpuPath> widest_first) {
+  auto rank = [](CpuPath p) { return p == CpuPath::avx512 ? 2 : p == CpuPath::avx ? 1 : 0; };
+  int cap = 2;
+  if (const char* env = std::getenv("LADDER_CPU_PATH"); env && *env) {
+    const std::string s = env;
+    cap = -1;
+    for (CpuPath p : {CpuPath::avx512, CpuPath::avx, CpuPath::portable})
+      if (s == cpu_path_name(p)) cap = rank(p);
+    require(cap >= 0, "LADDER_CPU_PATH = {} is not one of avx512, avx, portable", s);
+  }
+  for (CpuPath p : widest_first)
+    if (rank(p) <= cap && available(p)) return p;
+  return CpuPath::portable;
+}
+
+}  // namespace ladder::precision::detail
