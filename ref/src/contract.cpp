@@ -349,10 +349,16 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
                   std::string output, const NpyData& candidate, const std::string& rule,
                   const Tensors& companions, std::optional<bool> ftz, bool device) {
   if (output.empty()) output = c.outputs.front().name;
-  // A layout's unspecified elements take the oracle's value; another project's metrics (contract_layouts.cpp).
-  const auto [judged, skipped] = judged_candidate(c, inputs, params, expected, output, candidate);
+  // Rows in an unspecified order put into the oracle's (Contract::canonical); a layout's unspecified elements take
+  // the oracle's value; another project's metrics (contract_layouts.cpp).
+  const std::optional<NpyData> reordered =
+      c.canonical ? c.canonical(inputs, params, expected, output, candidate, companions) : std::nullopt;
+  const auto [judged, skipped] = judged_candidate(c, inputs, params, expected, output, reordered ? *reordered : candidate);
   CheckReport r = check_one(c, inputs, params, expected, output, judged, rule, companions, ftz, device);
   add_report_metrics(c, expected, output, judged, r, skipped);
+  if (reordered)
+    r.text += "\n  rows matched to the oracle's by their source (the layout leaves their order unspecified); rows and "
+              "entries it leaves unspecified not judged";
   // The invariants go with the output's own rule; an extra rule judges such facts itself.
   if (!c.invariants || (!rule.empty() && rule != rule_name(c.output(output).rule))) return r;
   const std::vector<std::string> broken = c.invariants(inputs, params, output, candidate, companions);

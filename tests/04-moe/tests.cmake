@@ -31,3 +31,7 @@ if(TARGET ladder)
            $<TARGET_FILE:ladder> ${deepgemm_py})
   set_tests_properties(test_04_moe_deepgemm_cli PROPERTIES LABELS unit)
 endif()
+# Stage 04 in DeepEP's dispatch / combine layouts (04-moe/deepep_normal, 04-moe/deepep_low_latency): the candidate
+# computed another way (other receive orders) passes; each mutant (dropped / duplicated / misrouted token, mask,
+# local index, counts, FP8 scale block, combine weights, -1 routed) fails with the output naming it; bad input refused.
+ladder_add_test(test_04_moe_deepep SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepep.cpp LIBS ladder_core)
