@@ -36,7 +36,8 @@ TEST_CASE("mutation score: every bug class caught, every correct variant passed"
                            "wrong block_table entry", "scales of the wrong block",
                            "sequence shorter than a block", "padding row of the contiguous layout written",
                            "group index (-1) taken as an expert", "segment shifted by a row",
-                           "rows past masked_m counted"}) {
+                           "rows past masked_m counted", "a dropped token", "recv_topk_idx global instead of local",
+                           "FP8 scale of the wrong 128-block", "combine weights applied twice"}) {
     const bool there = std::any_of(outcomes.begin(), outcomes.end(), [&](const mutants::Outcome& o) {
       return o.mutant && o.name.find(want) != std::string::npos;
     });

@@ -336,6 +336,7 @@ std::vector<Outcome> run_catalogue(const fs::path& golden_root) {
   precision_cases(golden_root, out);
   eplb_cases(out);
   deepgemm_cases(out);  // 04-moe/mutants.cpp
+  deepep_cases(out);
   return out;
 }
 

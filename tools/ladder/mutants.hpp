@@ -29,6 +29,8 @@ std::vector<Outcome> run_catalogue(const std::filesystem::path& golden_root);
 
 // The catalogue's DeepGEMM part (tools/ladder/04-moe/mutants.cpp): stage 04's grouped-GEMM layouts.
 void deepgemm_cases(std::vector<Outcome>& out);
+// The DeepEP part (tools/ladder/04-moe/mutants.cpp): dispatch / combine buffers (moe::deepep_variants).
+void deepep_cases(std::vector<Outcome>& out);
 
 // The table `ladder mutants` prints, its last line the score ("N/N mutants caught, M/M correct variants passed").
 std::string table(const std::vector<Outcome>& outcomes);

@@ -62,7 +62,7 @@ std::vector<DeepEpVariant> deepep_variants(const std::string& layout, const Tens
   const Tensors good = deepep_run(layout, in, params);
   const int64_t N = e.N;
   std::vector<DeepEpVariant> v;
-  v.push_back({"DeepEP " + std::string(ll ? "low latency" : "normal") + ": the senders' loop, rows in reverse order",
+  v.push_back({"the senders' loop, rows in reverse order",
                "another receive order (DeepEP states none within a segment)", false, good});
   {  // rows rotated by one within every segment, and NaN in the unspecified rows past the count
     Tensors c = good;
@@ -77,7 +77,7 @@ std::vector<DeepEpVariant> deepep_variants(const std::string& layout, const Tens
       for (int64_t i = 0; i < N; ++i)
         if (src.data[s * N + i] < 0) std::fill_n(&x.data[(s * N + i) * e.H], e.H, std::numeric_limits<float>::quiet_NaN());
     c["recv_x"] = to_npy(x);
-    v.push_back({"DeepEP: rows rotated within each segment, NaN past the count", "rows DeepEP leaves unordered / "
+    v.push_back({"rows rotated within each segment, NaN past the count", "rows DeepEP leaves unordered / "
                  "unspecified", false, c});
   }
   const Array<int32_t> src = ints(good, "recv_src");
