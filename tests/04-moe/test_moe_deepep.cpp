@@ -8,10 +8,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "ladder/04-moe/deepep.hpp"
 #include "ladder/core/contract.hpp"
+#include "ladder/core/formats.hpp"
 
 using namespace ladder;
 using namespace ladder::moe;
@@ -144,4 +146,26 @@ TEST_CASE("deepep: bad input is refused naming the parameter") {
   s.hidden = 200;
   CHECK_THROWS_WITH_AS(run_oracle(contract(kDeepEpLowLatency), deepep_inputs(s), deepep_params(s, true)),
                        doctest::Contains("multiple of 128"), Error);
+}
+
+TEST_CASE("deepep low latency: DeepEP's tests' cast (x * (448 / amax), scale amax / 448) gives stage 07's codes here") {
+  // DeepEP tests/utils.py per_token_cast_to_fp8 multiplies by 448 / amax (amax clamped at 1e-4); stage 07's quantiser
+  // divides by amax / 448. The two pre-images may differ in the last bit, which moves an E4M3 code only at a rounding
+  // midpoint: count how often on the default case (every block's amax is far above 1e-4).
+  const Case c = make(true);
+  const Array<float> x = from_npy<float>(c.in.at("x"), "x");
+  const int64_t H = x.shape[2];
+  int64_t same = 0, total = 0;
+  for (int64_t g = 0; g < x.shape[0] * x.shape[1]; ++g)
+    for (int64_t b = 0; b < H / 128; ++b) {
+      float amax = 0;
+      for (int64_t h = b * 128; h < b * 128 + 128; ++h) amax = std::max(amax, std::fabs(x.data[g * H + h]));
+      amax = std::max(amax, 1e-4f);
+      for (int64_t h = b * 128; h < b * 128 + 128; ++h, ++total) {
+        const float s = amax / 448.0f;
+        same += formats::to_e4m3(x.data[g * H + h] * (448.0f / amax)) == formats::to_e4m3(x.data[g * H + h] / s);
+      }
+    }
+  MESSAGE(same, " of ", total, " codes equal");
+  CHECK(same == total);
 }
