@@ -169,3 +169,16 @@ TEST_CASE("deepep low latency: DeepEP's tests' cast (x * (448 / amax), scale ama
   MESSAGE(same, " of ", total, " codes equal");
   CHECK(same == total);
 }
+
+TEST_CASE("deepep: a receive buffer of the wrong dtype or shape is bad input, not a reordering") {
+  const Case c = make(false);
+  Tensors good = deepep_run(c.layout, c.in, c.params);
+  const Array<float> x = from_npy<float>(good.at("recv_x"), "recv_x");
+  Array<double> x64(x.shape);
+  std::copy(x.data.begin(), x.data.end(), x64.data.begin());
+  CHECK_THROWS_WITH_AS(check(contract(c.layout), c.in, c.params, c.expected, "recv_x", to_npy(x64), "", good),
+                       doctest::Contains("dtype"), Error);
+  Array<float> cut({x.shape[0], x.shape[1] - 1, x.shape[2]});
+  CHECK_THROWS_WITH_AS(check(contract(c.layout), c.in, c.params, c.expected, "recv_x", to_npy(cut), "", good),
+                       doctest::Contains("shape"), Error);
+}

@@ -38,7 +38,8 @@ std::optional<NpyData> ep_canonical(const std::string& who, bool ll, const Tenso
   if (!ep_is_buffer(output) || !expected.count(output) || !expected.count("recv_src")) return std::nullopt;
   const NpyData& exp = expected.at(output);
   const bool is_int = candidate.dtype == DType::I4 || candidate.dtype == DType::I8;
-  if (candidate.shape != exp.shape || (is_int != (exp.dtype == DType::I4 || exp.dtype == DType::I8)))
+  if (candidate.shape != exp.shape || (is_int != (exp.dtype == DType::I4 || exp.dtype == DType::I8)) ||
+      (!is_int && candidate.dtype != exp.dtype))
     return std::nullopt;  // check() refuses it, naming the dtype or shape
   const NpyData& esrc_npy = expected.at("recv_src");
   const bool self = output == "recv_src";
