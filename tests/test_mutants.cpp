@@ -40,7 +40,9 @@ TEST_CASE("mutation score: every bug class caught, every correct variant passed"
                            "scale divided instead of multiplied", "RoPE part read as FP8",
                            "activation scales read untransposed", "weight scales of the wrong k block",
                            "lonely token: o NaN", "topk_length ignored", "attention sink ignored",
-                           "packed UE8M0: bytes in the wrong order", "group boundary shifted by one row"}) {
+                           "packed UE8M0: bytes in the wrong order", "group boundary shifted by one row",
+                           "a dropped token", "recv_topk_idx global instead of local",
+                           "FP8 scale of the wrong 128-block", "combine weights applied twice"}) {
     const bool there = std::any_of(outcomes.begin(), outcomes.end(), [&](const mutants::Outcome& o) {
       return o.mutant && o.name.find(want) != std::string::npos;
     });

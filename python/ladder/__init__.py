@@ -29,7 +29,7 @@ from . import _ladder
 __all__ = ["rungs", "stages", "cost", "run", "softmax", "attention", "attention_backward", "eplb", "mla", "moe",
            "step_time", "goodput", "describe", "oracle", "check", "golden", "version", "flashmla_check",
            "flashmla_sparse_prefill_check",
-           "deepgemm_check"]
+           "deepgemm_check", "deepep_check"]
 
 version = _ladder.version
 
@@ -338,3 +338,26 @@ def deepgemm_check(layout, case_or_inputs, d, **params):
     if layout not in DEEPGEMM:
         raise ValueError(f"layout: {layout!r} is not one of {', '.join(DEEPGEMM)}")
     return check(DEEPGEMM[layout], case_or_inputs, d, output="d", **params)
+
+
+DEEPEP = {"normal": "04-moe/deepep_normal", "low_latency": "04-moe/deepep_low_latency"}
+
+
+def deepep_check(mode, case_or_inputs, outputs, **params):
+    """Judges a DeepEP dispatch / combine candidate in DeepEP's own layouts (ladder/04-moe/deepep.hpp): mode "normal"
+    (get_dispatch_layout's counts and mask, the received buffers, combine) or "low_latency" (recv_count, the packed
+    FP8 receive buffer and its scales, the weighted combine); outputs a dict of numpy arrays by output name, every
+    output of describe("04-moe/deepep_MODE") including recv_src (each received row's source rank * num_tokens +
+    token, -1 past the count), by which the received rows are matched (DeepEP leaves their order unspecified);
+    against a case folder (`ladder deepep write`) or a dict of the inputs (params num_ranks, num_experts, ...).
+    Returns {"pass", NAME: report, ...}; the same rule as `ladder check 04-moe/deepep_MODE CASE DIR --output ...`."""
+    if mode not in DEEPEP:
+        raise ValueError(f"mode: {mode!r} is not one of {', '.join(DEEPEP)}")
+    if not isinstance(outputs, dict):
+        raise TypeError(f"outputs: expected a dict of arrays by output name, got {type(outputs).__name__}")
+    names = [o["name"] for o in describe(DEEPEP[mode])["outputs"]]
+    missing = [n for n in names if n not in outputs]
+    if missing:
+        raise ValueError(f"outputs: {', '.join(missing)} missing (every output of {DEEPEP[mode]} is judged)")
+    r = {n: check(DEEPEP[mode], case_or_inputs, outputs[n], output=n, companions=outputs, **params) for n in names}
+    return {"pass": all(v["pass"] for v in r.values()), **r}

@@ -243,10 +243,6 @@ CheckReport check_bound(const Contract& c, const OutputSpec& spec, const Tensors
   return r;
 }
 
-}  // namespace
-
-namespace {
-
 // check() without the contract's invariants.
 CheckReport check_one(const Contract& c, const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
                       std::string output, const NpyData& candidate, const std::string& rule,
@@ -349,10 +345,13 @@ CheckReport check(const Contract& c, const Tensors& inputs, const nlohmann::json
                   std::string output, const NpyData& candidate, const std::string& rule,
                   const Tensors& companions, std::optional<bool> ftz, bool device) {
   if (output.empty()) output = c.outputs.front().name;
-  // A layout's unspecified elements take the oracle's value; another project's metrics (contract_layouts.cpp).
-  const auto [judged, skipped] = judged_candidate(c, inputs, params, expected, output, candidate);
+  // Contract::canonical (rows matched by source), unjudged elements, other projects' metrics (contract_layouts.cpp).
+  const std::optional<NpyData> ord = c.canonical ? c.canonical(inputs, params, expected, output, candidate, companions)
+                                                 : std::nullopt;
+  const auto [judged, skipped] = judged_candidate(c, inputs, params, expected, output, ord ? *ord : candidate);
   CheckReport r = check_one(c, inputs, params, expected, output, judged, rule, companions, ftz, device);
   add_report_metrics(c, expected, output, judged, r, skipped);
+  if (ord) r.text += "\n  rows matched to the oracle's by their source (the layout leaves their order unspecified)";
   // The invariants go with the output's own rule; an extra rule judges such facts itself.
   if (!c.invariants || (!rule.empty() && rule != rule_name(c.output(output).rule))) return r;
   const std::vector<std::string> broken = c.invariants(inputs, params, output, candidate, companions);

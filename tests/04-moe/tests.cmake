@@ -40,3 +40,14 @@ if(TARGET ladder)
            $<TARGET_FILE:ladder> ${deepgemm_py})
   set_tests_properties(test_04_moe_deepgemm_cli PROPERTIES LABELS unit)
 endif()
+# Stage 04 in DeepEP's dispatch / combine layouts (04-moe/deepep_normal, 04-moe/deepep_low_latency): the candidate
+# computed another way (other receive orders) passes; each mutant (dropped / duplicated / misrouted token, mask,
+# local index, counts, FP8 scale block, combine weights, -1 routed) fails with the output naming it; bad input refused.
+ladder_add_test(test_04_moe_deepep SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepep.cpp LIBS ladder_core)
+# The same through the `ladder` binary and Python: write, run, check (exit 0); shuffled rows pass; mutants fail
+# (exit 1) naming the output; a buffer without recv_src is bad input; the Python verdicts equal the CLI's.
+if(TARGET ladder)
+  add_test(NAME test_04_moe_deepep_cli COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepep_cli.py
+           $<TARGET_FILE:ladder> ${deepgemm_py})
+  set_tests_properties(test_04_moe_deepep_cli PROPERTIES LABELS unit)
+endif()

@@ -81,7 +81,7 @@ void add_check_command(CLI::App& app, int& exit_code) {
               "{} (a folder is read as NAME.npy per output)", o->candidate, file);
       const NpyData cand = read_candidate(path, "CANDIDATE");
       Tensors companions;  // the candidate's other outputs beside it, for rules that judge them together
-      if (!o->rule.empty())
+      if (!o->rule.empty() || c.canonical)  // a layout that matches rows by their source reads it beside them
         for (const OutputSpec& s : c.outputs) {
           const fs::path p = fs::path(path).parent_path() / (s.name + ".npy");
           if (s.name != name && fs::is_regular_file(p) && !fs::equivalent(p, path)) companions[s.name] = read_npy(p);

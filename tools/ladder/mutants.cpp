@@ -337,6 +337,7 @@ std::vector<Outcome> run_catalogue(const fs::path& golden_root) {
   eplb_cases(out);
   deepgemm_cases(out);  // 04-moe/mutants.cpp
   flashmla_cases(out);  // 03-mla/mutants.cpp
+  deepep_cases(out);
   return out;
 }
 

@@ -33,6 +33,8 @@ void deepgemm_cases(std::vector<Outcome>& out);
 void deepgemm_fp8_cases(std::vector<Outcome>& out);
 // The catalogue's FlashMLA part (tools/ladder/03-mla/mutants.cpp): FP8 records, lonely token, topk_length, sink.
 void flashmla_cases(std::vector<Outcome>& out);
+// The DeepEP part (tools/ladder/04-moe/mutants.cpp): dispatch / combine buffers (moe::deepep_variants).
+void deepep_cases(std::vector<Outcome>& out);
 
 // The table `ladder mutants` prints, its last line the score ("N/N mutants caught, M/M correct variants passed").
 std::string table(const std::vector<Outcome>& outcomes);

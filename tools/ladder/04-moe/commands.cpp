@@ -53,7 +53,10 @@ std::string layout_id(const std::string& layout, bool fp8) {
 
 }  // namespace
 
+void deepep_commands(CLI::App& app);  // deepep_commands.cpp: `ladder deepep`
+
 void commands_04_moe(CLI::App& app) {
+  deepep_commands(app);
   auto* top = app.add_subcommand("deepgemm", "stage 04's ragged dot in DeepGEMM's grouped-GEMM layouts: write cases, "
                                  "run the ragged_dot rung (check with `ladder check 04-moe/deepgemm_LAYOUT CASE DIR`)");
   top->require_subcommand(1);

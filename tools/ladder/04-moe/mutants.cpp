@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "ladder/04-moe/deepep.hpp"
 #include "ladder/04-moe/deepgemm.hpp"
 #include "mutants.hpp"
 
@@ -158,6 +159,26 @@ void deepgemm_fp8_cases(std::vector<Outcome>& out) {
                       k.params));
   out.push_back(judge("DeepGEMM k-grouped: a group boundary shifted by one row", true, "K offsets off by one", k, kg(1),
                       k.params));
+}
+
+void deepep_cases(std::vector<Outcome>& out) {
+  for (const bool ll : {false, true}) {  // DeepEP's dispatch / combine (ladder/04-moe/deepep.hpp)
+    const moe::DeepEpSpec s;
+    const std::string layout = ll ? moe::kDeepEpLowLatency : moe::kDeepEpNormal;
+    const Tensors in = moe::deepep_inputs(s);
+    const nlohmann::json params = moe::deepep_params(s, ll);
+    const Tensors expected = run_oracle(contract(layout), in, params);
+    for (const moe::DeepEpVariant& v : moe::deepep_variants(layout, in, params)) {
+      if (ll && v.mutant && v.name.find("FP8") == std::string::npos && v.name.find("recv_count") == std::string::npos)
+        continue;  // the bug classes both modes share are listed once, for the normal mode
+      std::string first = "-";
+      for (const CheckReport& r : moe::deepep_check(layout, in, params, expected, v.candidate))
+        if (!r.pass && first == "-")
+          first = r.output + ": " + (r.failed.empty() ? r.text.substr(0, r.text.find('\n')) : r.failed.front());
+      out.push_back({(ll ? "DeepEP low latency: " : "DeepEP normal: ") + v.name, v.mutant, v.source, first == "-",
+                     first});
+    }
+  }
 }
 
 }  // namespace ladder::mutants

@@ -152,6 +152,14 @@ struct Contract {
   // not judged. check() gives them the oracle's value before any rule runs and its report counts them. Empty: none.
   std::function<std::vector<bool>(const Tensors& inputs, const nlohmann::json& params, const std::string& output)>
       unjudged;
+  // Optional: a candidate's rows put into the oracle's order where a layout leaves their order unspecified
+  // (04-moe/deepep_*: the tokens a rank or an expert received), before any rule runs. Returns the candidate
+  // rearranged, the elements the layout leaves unspecified given the oracle's value (nullopt: `output` is not such
+  // an output). It may read the candidate's other outputs (companions: the received rows' source ids) and throws
+  // Error naming one it needs and lacks. Empty: none.
+  std::function<std::optional<NpyData>(const Tensors& inputs, const nlohmann::json& params, const Tensors& expected,
+                                       const std::string& output, const NpyData& candidate, const Tensors& companions)>
+      canonical;
 
   const OutputSpec& output(const std::string& name) const;  // throws Error naming the known outputs
   // The tolerance rule's parameters for output `name` and a candidate of dtype `candidate` (<f4 or
