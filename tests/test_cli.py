@@ -8,37 +8,16 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+from cli_expect import Checks
+
 LADDER = sys.argv[1]
-failures = 0
-
-
-def run(*args):
-    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def expect(name, args, rc, out_has="", err_one_line=False):
-    global failures
-    got_rc, out, err = run(*args)
-    ok = got_rc == rc and out_has in out + err
-    if err_one_line:
-        ok = ok and len(err.strip().splitlines()) == 1 and err.startswith("ladder: error: ")
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {got_rc} (want {rc})")
-    if not ok:
-        print(out, err)
-        failures += 1
-
-
-def verdict(name, ok):
-    global failures
-    print(f"{'ok  ' if ok else 'FAIL'} {name}")
-    failures += 0 if ok else 1
+checks = Checks(LADDER)
+expect, verdict = checks.expect, checks.verdict
 
 
 def oracle_cli_cases(tmp, case, eplb, good):
@@ -390,10 +369,10 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("reproduce 01-softmax --quick writes the table", ["reproduce", "01-softmax", "--quick", "--out",
            os.path.join(tmp, "r")], 0, "paper")
     # One progress line per stage on stderr (`make reproduce` sends the tables to a file): time and peak memory.
-    got_rc, out, err = run("reproduce", "05-eplb", "--quick", "--out", os.path.join(tmp, "r5"))
-    lines = [line for line in err.splitlines() if line.startswith("reproduce [")]
-    verdict("reproduce prints one progress line per stage on stderr", got_rc == 0 and len(lines) == 1 and
+    p = checks.run("reproduce", "05-eplb", "--quick", "--out", os.path.join(tmp, "r5"))
+    lines = [line for line in p.stderr.splitlines() if line.startswith("reproduce [")]
+    verdict("reproduce prints one progress line per stage on stderr", p.returncode == 0 and len(lines) == 1 and
             re.match(r"reproduce \[1/1\] 05-eplb: [0-9.]+ s, peak memory so far [0-9]+ MB$", lines[0]) is not None)
     plan_cases(tmp)
 
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_code())
