@@ -7,25 +7,18 @@ one (the oracle of the same tokens split 7, 2, 12 instead of 7, 1, 13) fails it 
 """
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cli_expect
+from cli_expect import Checks  # noqa: E402
+
 LADDER = sys.argv[1]
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "golden", "03-mla")
-failures = 0
-
-
-def expect(name, args, rc, out_has):
-    global failures
-    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ok = p.returncode == rc and out_has in p.stdout + p.stderr
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {rc})")
-    if not ok:
-        print(p.stdout, p.stderr)
-        failures += 1
+checks = Checks(LADDER)
+expect = checks.expect
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -53,5 +46,5 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("check: a q_len off by one fails", ["check", "03-mla", case, j(tmp, "wrong_u.npy"), "--output", "u"], 1,
            "FAIL")
 
-print(f"{failures} failures")
-sys.exit(1 if failures else 0)
+print(f"{checks.failures} failures")
+sys.exit(checks.exit_code())

@@ -12,27 +12,19 @@ ladder.flashmla_sparse_prefill_check give the same verdicts on the same files.
     test_mla_flashmla_cli.py path/to/ladder [path/to/build/python]
 """
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cli_expect
+from cli_expect import Checks  # noqa: E402
+
 LADDER = sys.argv[1]
 PYDIR = sys.argv[2] if len(sys.argv) > 2 else None
-failures = 0
+checks = Checks(LADDER)
+expect, verdict = checks.expect, checks.verdict
 verdicts = {}  # candidate folder -> CLI pass
-
-
-def expect(name, args, rc, out_has):
-    global failures
-    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ok = p.returncode == rc and out_has in p.stdout + p.stderr
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {rc})")
-    if not ok:
-        print(p.stdout, p.stderr)
-        failures += 1
-    return p
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -83,8 +75,7 @@ with tempfile.TemporaryDirectory() as tmp:
         if "--kv-fp8" in flags:
             kc = np.load(j(cdir, "kcache.npy"))
             ok = kc.dtype == np.uint8 and kc.shape[1:] == (64, 1, 656)
-            print(f"{'ok  ' if ok else 'FAIL'} {name}: kcache {kc.dtype} {kc.shape} (656 bytes per token)")
-            failures += 0 if ok else 1
+            verdict(f"{name}: kcache {kc.dtype} {kc.shape} (656 bytes per token)", ok)
         for bug in ["none", *bugs]:
             out = j(tmp, f"{name}_{bug}")
             expect(f"flash {name} --plant {bug}", ["flashmla", "flash", cdir, "--out", out, "--plant", bug], 0, "wrote")
@@ -128,9 +119,7 @@ with tempfile.TemporaryDirectory() as tmp:
         import ladder
         for (cdir, d), want in more.items():
             r = ladder.flashmla_check(cdir, np.load(j(d, "o.npy")), np.load(j(d, "lse.npy")))
-            ok = r["pass"] == want
-            print(f"{'ok  ' if ok else 'FAIL'} python agrees on {os.path.basename(d)}: pass={r['pass']}")
-            failures += 0 if ok else 1
+            verdict(f"python agrees on {os.path.basename(d)}: pass={r['pass']}", r["pass"] == want)
         # numpy arrays straight in: the FP8 records as a uint8 array, the sparse indices, params as keywords
         import json
         cdir = j(tmp, "case_fp8_sparse")
@@ -141,20 +130,16 @@ with tempfile.TemporaryDirectory() as tmp:
             d = j(tmp, f"fp8_sparse_{bug}")
             r = ladder.flashmla_check(arrays, np.load(j(d, "o.npy")), np.load(j(d, "lse.npy")), **params)
             ok = r["pass"] == want and arrays["kcache"].dtype == np.uint8
-            print(f"{'ok  ' if ok else 'FAIL'} python on numpy inputs (uint8 kcache, indices), {bug}: pass={r['pass']}")
-            failures += 0 if ok else 1
+            verdict(f"python on numpy inputs (uint8 kcache, indices), {bug}: pass={r['pass']}", ok)
         for d, (pc, want) in pre.items():
             r = ladder.flashmla_sparse_prefill_check(pc, *(np.load(j(d, f + ".npy")) for f in ("out", "max_logits",
                                                                                                    "lse")))
-            ok = r["pass"] == want
-            print(f"{'ok  ' if ok else 'FAIL'} python agrees on {os.path.basename(d)}: pass={r['pass']} "
-                  f"cos_diff(out)={r['out']['metrics'].get('flashmla_cos_diff')}")
-            failures += 0 if ok else 1
+            verdict(f"python agrees on {os.path.basename(d)}: pass={r['pass']} "
+                    f"cos_diff(out)={r['out']['metrics'].get('flashmla_cos_diff')}", r["pass"] == want)
         for d, want in verdicts.items():
             r = ladder.flashmla_check(case, np.load(j(d, "o.npy")), np.load(j(d, "lse.npy")))
-            ok = r["pass"] == want and "flashmla_cos_diff" in r["o"]["metrics"]
-            print(f"{'ok  ' if ok else 'FAIL'} python agrees on {os.path.basename(d)}: pass={r['pass']} "
-                  f"cos_diff(o)={r['o']['metrics'].get('flashmla_cos_diff')}")
-            failures += 0 if ok else 1
+            verdict(f"python agrees on {os.path.basename(d)}: pass={r['pass']} "
+                    f"cos_diff(o)={r['o']['metrics'].get('flashmla_cos_diff')}",
+                    r["pass"] == want and "flashmla_cos_diff" in r["o"]["metrics"])
 
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_code())

@@ -7,26 +7,17 @@ Candidates are made with numpy from the committed expected outputs, as another p
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cli_expect
+from cli_expect import Checks  # noqa: E402
+
 LADDER, GOLDEN = sys.argv[1], sys.argv[2]
-failures = 0
-
-
-def expect(name, args, rc, out_has="", err_one_line=False):
-    global failures
-    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ok = p.returncode == rc and out_has in p.stdout + p.stderr
-    if err_one_line:
-        ok = ok and len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("ladder: error: ")
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {rc})")
-    if not ok:
-        print(p.stdout, p.stderr)
-        failures += 1
+checks = Checks(LADDER)
+expect, verdict = checks.expect, checks.verdict
 
 
 def save(tmp, name, a):
@@ -135,8 +126,7 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dump(json.load(f)["params"], g)
     expect("oracle without s1, s3, s2", ["oracle", "04-moe", "--inputs", ns_in, "--out", j(tmp, "ns_o")], 0, "wrote")
     same = np.load(j(tmp, "ns_o", "y.npy")).tobytes() == y.tobytes()
-    print(f"{'ok  ' if same else 'FAIL'} oracle without s1, s3, s2: y is the committed golden, byte for byte")
-    failures += 0 if same else 1
+    verdict("oracle without s1, s3, s2: y is the committed golden, byte for byte", same)
     expect("check without s1, s3, s2: the float32 rounding passes", ["check", "04-moe", j(tmp, "ns_o"), ns_good], 0,
            "PASS")
     expect("check without s1, s3, s2: a shared expert's output fails",
@@ -146,28 +136,22 @@ with tempfile.TemporaryDirectory() as tmp:
            "s1, s3, s2", err_one_line=True)
 
     # The chapter's table of rungs is the registry's list of reference rungs, checked here against it.
-    p = subprocess.run([LADDER, "list", "04-moe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = checks.run("list", "04-moe")
     registered = [l.split()[2] for l in p.stdout.splitlines() if l.startswith("04-moe ") and l.split()[1] == "ref"]
     chapter = os.path.join(os.path.dirname(GOLDEN), "..", "..", "chapters", "04-moe", "README.md")
     with open(chapter) as f:
         tabled = [l.split("`")[1] for l in f if l.startswith("| `")]
     ok = p.returncode == 0 and len(registered) >= 7 and tabled == registered
-    print(f"{'ok  ' if ok else 'FAIL'} the chapter's rung table lists the registered rungs in order")
-    if not ok:
-        print(registered, tabled)
-        failures += 1
+    verdict("the chapter's rung table lists the registered rungs in order", ok, f"{registered} {tabled}")
 
     # The reproduce table: every number from the sources matches, computed (never typed in).
-    p = subprocess.run([LADDER, "reproduce", "04-moe", "--quick", "--out", j(tmp, "rep")], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
+    p = checks.run("reproduce", "04-moe", "--quick", "--out", j(tmp, "rep"))
     wanted = ["= 144: exact match", "mean 144 (exact match)", "= 3 BS h (exact match)", "= 6 BS h (exact match)",
               "+ 32 redundant (printed 32 redundant: exact match)", "E / k = 32"]
     ok = p.returncode == 0 and "DIFFERS" not in p.stdout and all(w in p.stdout for w in wanted)
     ok = ok and os.path.exists(j(tmp, "rep", "04-moe.md"))
-    print(f"{'ok  ' if ok else 'FAIL'} reproduce 04-moe --quick: every source number matches")
-    if not ok:
-        print(p.stdout, p.stderr, [w for w in wanted if w not in p.stdout])
-        failures += 1
+    verdict("reproduce 04-moe --quick: every source number matches", ok,
+            f"{p.stdout} {p.stderr} {[w for w in wanted if w not in p.stdout]}")
 
     # The volumes counted at the MPI calls (ladder-ep-moe under mpirun, built beside ladder in this build):
     # the hierarchical AllGather exactly 3 BS on every card, every layer run passing, never "NOT RUN".
@@ -177,12 +161,10 @@ with tempfile.TemporaryDirectory() as tmp:
         ok = (len(rows) == 4 and all(r[4] == "PASS" for r in rows)
               and all(r[2] == r[3] == "3.000" for r in rows if r[0] == "ag-rs")
               and all(5.0 <= float(r[2]) <= 7.0 for r in rows if r[0] == "a2a") and "NOT RUN" not in p.stdout)
-        print(f"{'ok  ' if ok else 'FAIL'} reproduce 04-moe: inter-node rows counted at the MPI calls (ag-rs 3 BS, a2a ~6 BS)")
-        if not ok:
-            print(rows, p.stdout[-3000:])
-            failures += 1
+        verdict("reproduce 04-moe: inter-node rows counted at the MPI calls (ag-rs 3 BS, a2a ~6 BS)", ok,
+                f"{rows} {p.stdout[-3000:]}")
     else:
         print("note: ladder-ep-moe not built beside ladder (no MPI in this build): the MPI-counted table is not checked")
 
-print(f"{failures} failure(s)")
-sys.exit(1 if failures else 0)
+print(f"{checks.failures} failure(s)")
+sys.exit(checks.exit_code())

@@ -11,27 +11,19 @@ instead of local, an FP8 scale of the wrong 128-block; a receive buffer without 
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cli_expect
+from cli_expect import Checks  # noqa: E402
+
 LADDER = sys.argv[1]
 PYDIR = sys.argv[2] if len(sys.argv) > 2 else None
-failures = 0
+checks = Checks(LADDER, tail=3000)
+expect, verdict = checks.expect, checks.verdict
 verdicts = []  # (mode, case, candidate folder, CLI pass)
-
-
-def expect(name, args, rc, out_has):
-    global failures
-    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ok = p.returncode == rc and out_has in p.stdout + p.stderr
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {rc})")
-    if not ok:
-        print(p.stdout[-3000:], p.stderr)
-        failures += 1
-    return p
 
 
 def variant(src, dst, edit):
@@ -113,8 +105,6 @@ with tempfile.TemporaryDirectory() as tmp:
         for mode, case, d, want in verdicts:
             outputs = {f[:-4]: np.load(j(d, f)) for f in os.listdir(d)}
             r = ladder.deepep_check(mode, case, outputs)
-            ok = r["pass"] == want
-            print(f"{'ok  ' if ok else 'FAIL'} python agrees on {os.path.basename(d)} ({mode}): pass={r['pass']}")
-            failures += 0 if ok else 1
+            verdict(f"python agrees on {os.path.basename(d)} ({mode}): pass={r['pass']}", r["pass"] == want)
 
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_code())

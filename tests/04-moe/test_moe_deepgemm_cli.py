@@ -10,27 +10,19 @@ ladder.deepgemm_check gives the same verdict on the same files.
     test_moe_deepgemm_cli.py path/to/ladder [path/to/build/python]
 """
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cli_expect
+from cli_expect import Checks  # noqa: E402
+
 LADDER = sys.argv[1]
 PYDIR = sys.argv[2] if len(sys.argv) > 2 else None
-failures = 0
+checks = Checks(LADDER)
+expect, verdict = checks.expect, checks.verdict
 verdicts = []  # (layout, case, candidate folder, CLI pass)
-
-
-def expect(name, args, rc, out_has):
-    global failures
-    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ok = p.returncode == rc and out_has in p.stdout + p.stderr
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {rc})")
-    if not ok:
-        print(p.stdout, p.stderr)
-        failures += 1
-    return p
 
 
 def save(folder, d):
@@ -90,14 +82,12 @@ with tempfile.TemporaryDirectory() as tmp:
     sa = np.load(j(pk, "sa.npy"))
     ok = sa.dtype == np.int32 and np.array_equal(
         np.load(j(pk, "a.npy")), np.load(j(fp8, "a.npy")))
-    print(f"{'ok  ' if ok else 'FAIL'} packed sa is int32 {sa.shape}")
-    failures += 0 if ok else 1
+    verdict(f"packed sa is int32 {sa.shape}", ok)
     expect("fp8_block rung packed", ["deepgemm", "ragged", pk, "--out", j(tmp, "fp8_rung_packed")], 0, "fp8_block")
     expect("check fp8 packed", ["check", "04-moe/deepgemm_contiguous_fp8", pk, j(tmp, "fp8_rung_packed")], 0,
            "bound rule")
     same = np.array_equal(np.load(j(tmp, "fp8_rung_packed", "d.npy")), np.load(j(tmp, "fp8_rung", "d.npy")))
-    print(f"{'ok  ' if same else 'FAIL'} packed and float32 UE8M0 scales give the same d")
-    failures += 0 if same else 1
+    verdict("packed and float32 UE8M0 scales give the same d", same)
     verdicts.append(("contiguous_fp8", pk, j(tmp, "fp8_rung_packed"), True))
     expect("unknown layout", ["check", "04-moe/deepgemm_maskd", case, j(tmp, "nan_past")], 2, "04-moe/deepgemm_masked")
     expect("bad --layout", ["deepgemm", "write", "--layout", "kgrouped", "--out", j(tmp, "x")], 2, "--layout")
@@ -106,9 +96,8 @@ with tempfile.TemporaryDirectory() as tmp:
         import ladder
         for layout, case, d, want in verdicts:
             r = ladder.deepgemm_check(layout, case, np.load(j(d, "d.npy")))
-            ok = r["pass"] == want and "deepgemm_calc_diff" in r["metrics"]
-            print(f"{'ok  ' if ok else 'FAIL'} python agrees on {os.path.basename(d)} ({layout}): pass={r['pass']} "
-                  f"calc_diff={r['metrics'].get('deepgemm_calc_diff')}")
-            failures += 0 if ok else 1
+            verdict(f"python agrees on {os.path.basename(d)} ({layout}): pass={r['pass']} "
+                    f"calc_diff={r['metrics'].get('deepgemm_calc_diff')}",
+                    r["pass"] == want and "deepgemm_calc_diff" in r["metrics"])
 
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_code())

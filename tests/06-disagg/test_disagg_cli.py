@@ -14,22 +14,13 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cli_expect
+from cli_expect import Checks  # noqa: E402
+
 LADDER = sys.argv[1]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/06-disagg/ -> the root
-failures = 0
-
-
-def expect(name, args, rc, has="", one_line=False):
-    global failures
-    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ok = p.returncode == rc and has in p.stdout + p.stderr
-    if one_line:
-        ok = ok and len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("ladder: error: ")
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {rc})")
-    if not ok:
-        print(p.stdout[-2000:], p.stderr[-2000:])
-        failures += 1
-    return p.stdout
+checks = Checks(LADDER, tail=2000)
+expect, verdict = checks.expect, checks.verdict
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -61,18 +52,18 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("check: TTFT 1e-9 ms off fails", ["check", "06-disagg", j("case"), j("nano.npy")], 1, "FAIL")
     np.save(j("f32.npy"), ttft.astype(np.float32))
     expect("check: a float32 candidate is bad input", ["check", "06-disagg", j("case"), j("f32.npy")], 2,
-           "dtype <f4 where <f8 is required", one_line=True)
+           "dtype <f4 where <f8 is required", err_one_line=True)
     np.save(j("short.npy"), ttft[:-1])
     expect("check: a wrong shape is bad input", ["check", "06-disagg", j("case"), j("short.npy")], 2,
-           f"shape [{n - 1}]", one_line=True)
+           f"shape [{n - 1}]", err_one_line=True)
     with open(j("ins", "params.json"), "w") as f:
         json.dump({"placement": {"prefill": 1, "decode": 1}, "workers": {"chunked_prefill_tokens": 512}}, f)
     expect("oracle: chunking on a disaggregated placement is bad input", ["oracle", "06-disagg", "--inputs", ins,
-           "--out", j("c2")], 2, "chunked_prefill_tokens = 512 applies to colocated", one_line=True)
+           "--out", j("c2")], 2, "chunked_prefill_tokens = 512 applies to colocated", err_one_line=True)
     os.remove(j("ins", "params.json"))
     np.save(j("ins", "input_len.npy"), rng.integers(1, 1025, n).astype(np.float64))
     expect("oracle: float lengths are bad input", ["oracle", "06-disagg", "--inputs", ins, "--out", j("c3")], 2,
-           "input_len", one_line=True)
+           "input_len", err_one_line=True)
     # `ladder simulate`: the chunked placement key, and its validation.
     with open(os.path.join(ROOT, "data", "disagg", "distserve-fig1.json")) as f:
         cfg = json.load(f)
@@ -85,14 +76,14 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(j("bad.json"), "w") as f:
         json.dump(cfg, f)
     expect("simulate: chunked_prefill_tokens 0 is bad input", ["simulate", "--config", j("bad.json")], 2,
-           "placements[0].chunked_prefill_tokens = 0 violates >= 1", one_line=True)
+           "placements[0].chunked_prefill_tokens = 0 violates >= 1", err_one_line=True)
     # Given means checked: --rate 0 / --requests 0 are refused, not read as "the config's value" (issue 39).
     fig1 = os.path.join(ROOT, "data", "disagg", "distserve-fig1.json")
     for args, msg in ((["--rate", "0"], "--rate = 0 violates rate > 0"), (["--rate", "-2"], "--rate = -2 violates"),
                       (["--requests", "0"], "--requests = 0 violates requests >= 1"),
                       (["--requests", "-5"], "--requests = -5 violates")):
         expect(f"simulate {' '.join(args)} is bad input", ["simulate", "--config", fig1, "--no-goodput", *args], 2,
-               msg, one_line=True)
+               msg, err_one_line=True)
 
 
 
@@ -113,13 +104,11 @@ base = ["simulate", "--config", fig1, "--no-goodput", "--requests"]
 small, rc1 = peak_rss_kb(base + ["20000"])
 large, rc2 = peak_rss_kb(base + ["400000"])
 ok = rc1 == rc2 == 0 and large - small < 4096
-print(f"{'ok  ' if ok else 'FAIL'} simulate: memory flat in the request count without --records: peak {small} KB at "
-      f"20,000 requests, {large} KB at 400,000")
-failures += not ok
+verdict(f"simulate: memory flat in the request count without --records: peak {small} KB at "
+        f"20,000 requests, {large} KB at 400,000", ok)
 kept, rc3 = peak_rss_kb(base + ["400000", "--records"])
 ok = rc3 == 0 and kept - small > 40000
-print(f"{'ok  ' if ok else 'FAIL'} simulate --records keeps the records: peak {kept} KB at 400,000 requests")
-failures += not ok
+verdict(f"simulate --records keeps the records: peak {kept} KB at 400,000 requests", ok)
 
-print("PASSED" if failures == 0 else f"FAILED: {failures} checks")
-sys.exit(1 if failures else 0)
+print("PASSED" if checks.failures == 0 else f"FAILED: {checks.failures} checks")
+sys.exit(checks.exit_code())

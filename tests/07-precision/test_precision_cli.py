@@ -5,26 +5,17 @@
 Candidates are made with numpy from the committed expected outputs, as another project would.
 """
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cli_expect
+from cli_expect import Checks  # noqa: E402
+
 LADDER, GOLDEN = sys.argv[1], sys.argv[2]
-failures = 0
-
-
-def expect(name, args, rc, out_has="", err_one_line=False):
-    global failures
-    p = subprocess.run([LADDER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ok = p.returncode == rc and out_has in p.stdout + p.stderr
-    if err_one_line:
-        ok = ok and len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("ladder: error: ")
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {rc})")
-    if not ok:
-        print(p.stdout, p.stderr)
-        failures += 1
+checks = Checks(LADDER)
+expect = checks.expect
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -117,4 +108,4 @@ with tempfile.TemporaryDirectory() as tmp:
                ["check", "07-precision", d, path, "--output", "o"], rc, "FAIL" if rc else "PASS (bound rule)")
     expect("reproduce prints rung (f)'s table over L", ["reproduce", "07-precision", "--quick", "--out", tmp], 0,
            "bf16 tiled attention, float32 accumulation")
-sys.exit(1 if failures else 0)
+sys.exit(checks.exit_code())
