@@ -323,7 +323,8 @@ def flashmla_sparse_prefill_check(case_or_inputs, out, max_logits, lse, **params
     return {"pass": all(v["pass"] for v in r.values()), **r}
 
 
-DEEPGEMM = {name: f"04-moe/deepgemm_{name}" for name in ("contiguous", "masked", "contiguous_fp8", "masked_fp8")}
+DEEPGEMM = {name: f"04-moe/deepgemm_{name}"
+            for name in ("contiguous", "masked", "contiguous_fp8", "masked_fp8", "k_grouped")}
 
 
 def deepgemm_check(layout, case_or_inputs, d, **params):
@@ -331,7 +332,8 @@ def deepgemm_check(layout, case_or_inputs, d, **params):
     "contiguous" (a [m_sum, k], b [num_groups, n, k], m_indices [m_sum] with -1 on padding rows; params block_m,
     padding_rows "zero" | "unjudged") or "masked" (a [num_groups, max_m, k], b, masked_m [num_groups]; rows past
     masked_m not judged), or "contiguous_fp8" / "masked_fp8" (E4M3 values with scales sa, sb; judged by stage 07's
-    derived FP8 bound); d the output as a numpy array, against a case folder (`ladder deepgemm write`) or a dict of
+    derived FP8 bound), or "k_grouped" (the weight gradient: a [sum(ks), m], b [sum(ks), n], ks, optional c;
+    d [num_groups, m, n] = c[g] + a[K_g]^T b[K_g]); d the output as a numpy array, against a case folder (`ladder deepgemm write`) or a dict of
     the inputs. Returns the report dict; its metrics hold DeepGEMM's calc_diff ("deepgemm_calc_diff") beside the
     verdict and "not_judged" (elements the layout leaves unspecified). The same rule as
     `ladder check 04-moe/deepgemm_LAYOUT CASE DIR`."""

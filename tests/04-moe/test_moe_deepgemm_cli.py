@@ -4,7 +4,8 @@ a contiguous and a masked case, the ragged_dot rung's d (`ladder deepgemm ragged
 04-moe/deepgemm_LAYOUT CASE DIR` (exit 0, DeepGEMM's calc_diff printed beside the verdict); mutants fail (exit 1): a
 padding row written, one expert's segment shifted by a row; NaN in rows past masked_m passes (not judged), and a
 padding row written passes in a case written with --padding-rows unjudged; an FP8 case with UE8M0 scales passes
-with stage 07's fp8_block rung. With the Python module's folder given,
+with stage 07's fp8_block rung; a k-grouped case's candidates (the rung, float64 here) pass and a group boundary
+moved by one row fails. With the Python module's folder given,
 ladder.deepgemm_check gives the same verdict on the same files.
 
     test_moe_deepgemm_cli.py path/to/ladder [path/to/build/python]
@@ -91,6 +92,27 @@ with tempfile.TemporaryDirectory() as tmp:
     verdicts.append(("contiguous_fp8", pk, j(tmp, "fp8_rung_packed"), True))
     expect("unknown layout", ["check", "04-moe/deepgemm_maskd", case, j(tmp, "nan_past")], 2, "04-moe/deepgemm_masked")
     expect("bad --layout", ["deepgemm", "write", "--layout", "kgrouped", "--out", j(tmp, "x")], 2, "--layout")
+    # The k-grouped layout (weight gradient, groups stacked along K; ks = 256, 0, 128, 384 by default): the
+    # reverse-order candidate passes, and so does d computed here in float64 from the files; the same with the
+    # boundary between the first two non-empty groups moved down one row fails.
+    kg = j(tmp, "k_grouped")
+    expect("write k_grouped", ["deepgemm", "write", "--layout", "k_grouped", "--n", "24", "--out", kg], 0, "ks, c")
+    expect("k_grouped candidate", ["deepgemm", "ragged", kg, "--out", j(tmp, "kg_rung")], 0, "k-grouped")
+    expect("check k_grouped", ["check", "04-moe/deepgemm_k_grouped", kg, j(tmp, "kg_rung")], 0, "deepgemm_calc_diff")
+    a, b, c = (np.load(j(kg, name + ".npy")).astype(np.float64) for name in ("a", "b", "c"))
+    ends = np.cumsum(np.load(j(kg, "ks.npy")))
+    for name, shift, want in (("kg_numpy", 0, 0), ("kg_boundary", 1, 1)):
+        cut = ends.copy()
+        cut[0] += shift  # group 1 is empty (ks[1] = 0): groups 0 and 2 meet at cut[0] == cut[1]
+        cut[1] += shift
+        d = np.stack([c[g] + a[lo:hi].T @ b[lo:hi] for g, (lo, hi) in enumerate(zip([0, *cut[:-1]], cut))])
+        save(j(tmp, name), d.astype(np.float32))
+        expect(f"{name} (boundary moved by {shift})", ["check", "04-moe/deepgemm_k_grouped", kg, j(tmp, name)], want,
+               "deepgemm_calc_diff" if want == 0 else "FAIL")
+        verdicts.append(("k_grouped", kg, j(tmp, name), want == 0))
+    expect("k_grouped --fp8 refused", ["deepgemm", "write", "--layout", "k_grouped", "--fp8", "--out", j(tmp, "y")], 2,
+           "float32 only")
+    expect("bad --ks", ["deepgemm", "write", "--layout", "k_grouped", "--ks", "12x", "--out", j(tmp, "y")], 2, "--ks")
     if PYDIR:
         sys.path.insert(0, PYDIR)
         import ladder
