@@ -20,6 +20,8 @@ namespace {
 using flashmla_detail::Attn;
 using flashmla_detail::Pool;
 using flashmla_detail::Query;
+using flashmla_detail::param_bool;
+using flashmla_detail::param_num;
 using precision::KvFormat;
 
 constexpr const char* kWho = "03-mla/flashmla";
@@ -32,17 +34,6 @@ struct FlashIn {
   Query query;     // per query token n = b s_q + i: the rows it attends
 };
 
-bool param_bool(const nlohmann::json& p, const char* name, bool fallback) {
-  if (!p.is_object() || !p.contains(name)) return fallback;
-  require(p.at(name).is_boolean(), "{}: param {} = {} violates type boolean", kWho, name, p.at(name).dump());
-  return p.at(name).get<bool>();
-}
-
-double param_num(const nlohmann::json& p, const char* name, double fallback) {
-  if (!p.is_object() || !p.contains(name)) return fallback;
-  require(p.at(name).is_number(), "{}: param {} = {} violates type number", kWho, name, p.at(name).dump());
-  return p.at(name).get<double>();
-}
 
 // The FP8 records [rows, bytes] dequantised: exactly for the oracle, fl32(code x scale) for a float32 kernel
 // (stage 07's dequantize_kv_row), or with a planted bug (the f32 values only; the flash rung reads those).
@@ -83,10 +74,10 @@ FlashIn read(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug = F
   in.b = in.q.shape[0], in.s_q = in.q.shape[1], in.h_q = in.q.shape[2], in.d = in.q.shape[3];
   in.fp8 = k.dtype == DType::U1;
   require(in.fp8 || k.shape[3] == in.d, "{}: input kcache has d = {} where q has d = {}", kWho, k.shape[3], in.d);
-  in.dv = static_cast<int64_t>(param_num(params, "head_dim_v", 512));
+  in.dv = static_cast<int64_t>(param_num(params, "head_dim_v", 512, kWho));
   require(in.dv >= 1 && in.dv < in.d, "{}: param head_dim_v = {} violates 1 <= head_dim_v < d = {}", kWho, in.dv, in.d);
-  in.causal = param_bool(params, "causal", false);  // flash_mla_with_kvcache's default
-  const double scale = param_num(params, "softmax_scale", 0);
+  in.causal = param_bool(params, "causal", false, kWho);  // flash_mla_with_kvcache's default
+  const double scale = param_num(params, "softmax_scale", 0, kWho);
   require(std::isfinite(scale) && scale >= 0, "{}: param softmax_scale = {} violates >= 0 (0: 1/sqrt(d))", kWho, scale);
   if (params.is_object() && params.contains("num_splits"))  // a scheduling choice: accepted, changes nothing
     require(params.at("num_splits").is_number_integer() && params.at("num_splits").get<int64_t>() >= 1,

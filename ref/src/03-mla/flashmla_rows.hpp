@@ -13,6 +13,8 @@
 #include <limits>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ladder/03-mla/flash.hpp"
 #include "ladder/03-mla/flashmla.hpp"
 #include "ladder/03-mla/mla.hpp"
@@ -66,6 +68,19 @@ std::vector<int64_t> listed_rows(const int64_t* e, int64_t used, const Invalid& 
     rows.push_back(v);
   }
   return rows;
+}
+
+// case.json "params": a number or a boolean, `fallback` when absent; `who` names the contract in the error.
+inline double param_num(const nlohmann::json& p, const char* name, double fallback, const char* who) {
+  if (!p.is_object() || !p.contains(name)) return fallback;
+  require(p.at(name).is_number(), "{}: param {} = {} violates type number", who, name, p.at(name).dump());
+  return p.at(name).get<double>();
+}
+
+inline bool param_bool(const nlohmann::json& p, const char* name, bool fallback, const char* who) {
+  if (!p.is_object() || !p.contains(name)) return fallback;
+  require(p.at(name).is_boolean(), "{}: param {} = {} violates type boolean", who, name, p.at(name).dump());
+  return p.at(name).get<bool>();
 }
 
 // The optional input topk_length ([b] in decode, [s_q] in prefill; FlashMLA: only the leftmost topk_length[i] indices

@@ -18,8 +18,9 @@ namespace {
 using flashmla_detail::Attn;
 using flashmla_detail::Pool;
 using flashmla_detail::Query;
+using flashmla_detail::param_num;
 
-constexpr const char* kWho = "03-mla/flashmla_sparse_prefill";
+constexpr const char* kSparseWho = "03-mla/flashmla_sparse_prefill";
 
 struct PrefillIn {
   int64_t s_q = 0, h_q = 0, d = 0, dv = 0;
@@ -28,27 +29,21 @@ struct PrefillIn {
   Query query;
 };
 
-double param_num(const nlohmann::json& p, const char* name, double fallback) {
-  if (!p.is_object() || !p.contains(name)) return fallback;
-  require(p.at(name).is_number(), "{}: param {} = {} violates type number", kWho, name, p.at(name).dump());
-  return p.at(name).get<double>();
-}
-
-PrefillIn read(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug = FlashMlaBug::none) {
+PrefillIn read_prefill(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug = FlashMlaBug::none) {
   PrefillIn in;
-  in.q = from_npy<float>(tensor(t, "q", kWho), "input q");
-  const Array<float> kv = from_npy<float>(tensor(t, "kv", kWho), "input kv");
-  const Array<int64_t> idx = npy_as_int64(tensor(t, "indices", kWho), "input indices");
-  require(in.q.shape.size() == 3, "{}: input q has shape {}, violates [s_q, h_q, d_qk]", kWho, shape_str(in.q.shape));
+  in.q = from_npy<float>(tensor(t, "q", kSparseWho), "input q");
+  const Array<float> kv = from_npy<float>(tensor(t, "kv", kSparseWho), "input kv");
+  const Array<int64_t> idx = npy_as_int64(tensor(t, "indices", kSparseWho), "input indices");
+  require(in.q.shape.size() == 3, "{}: input q has shape {}, violates [s_q, h_q, d_qk]", kSparseWho, shape_str(in.q.shape));
   in.s_q = in.q.shape[0], in.h_q = in.q.shape[1], in.d = in.q.shape[2];
   require(kv.shape.size() == 3 && kv.shape[1] == 1 && kv.shape[2] == in.d, "{}: input kv has shape {}, violates "
-          "[s_kv, h_kv = 1, d_qk = {}]", kWho, shape_str(kv.shape), in.d);
+          "[s_kv, h_kv = 1, d_qk = {}]", kSparseWho, shape_str(kv.shape), in.d);
   require(idx.shape.size() == 3 && idx.shape[0] == in.s_q && idx.shape[1] == 1, "{}: input indices has shape {}, "
-          "violates [s_q = {}, h_kv = 1, topk]", kWho, shape_str(idx.shape), in.s_q);
-  in.dv = static_cast<int64_t>(param_num(params, "d_v", 512));
-  require(in.dv >= 1 && in.dv <= in.d, "{}: param d_v = {} violates 1 <= d_v <= d_qk = {}", kWho, in.dv, in.d);
-  const double scale = param_num(params, "sm_scale", 0);
-  require(std::isfinite(scale) && scale >= 0, "{}: param sm_scale = {} violates >= 0 (0: 1/sqrt(d_qk))", kWho, scale);
+          "violates [s_q = {}, h_kv = 1, topk]", kSparseWho, shape_str(idx.shape), in.s_q);
+  in.dv = static_cast<int64_t>(param_num(params, "d_v", 512, kSparseWho));
+  require(in.dv >= 1 && in.dv <= in.d, "{}: param d_v = {} violates 1 <= d_v <= d_qk = {}", kSparseWho, in.dv, in.d);
+  const double scale = param_num(params, "sm_scale", 0, kSparseWho);
+  require(std::isfinite(scale) && scale >= 0, "{}: param sm_scale = {} violates >= 0 (0: 1/sqrt(d_qk))", kSparseWho, scale);
   const int64_t s_kv = kv.shape[0], K = idx.shape[2];
   in.pool.rows = s_kv, in.pool.d = in.d;
   in.pool.f32 = kv.data;
@@ -56,14 +51,14 @@ PrefillIn read(const Tensors& t, const nlohmann::json& params, FlashMlaBug bug =
   Query& qy = in.query;
   qy.q = in.q.data.data(), qy.N = in.s_q, qy.H = in.h_q, qy.D = in.d, qy.R = in.dv;
   qy.scale = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d));
-  const std::vector<int64_t> len = flashmla_detail::topk_lengths(t, kWho, "[s_q]", in.s_q, K);
+  const std::vector<int64_t> len = flashmla_detail::topk_lengths(t, kSparseWho, "[s_q]", in.s_q, K);
   auto invalid = [s_kv](int64_t, int64_t v) { return v < 0 || v >= s_kv; };  // -1 or any number >= s_kv (README)
   for (int64_t n = 0; n < in.s_q; ++n) {
     const int64_t used = len.empty() || bug == FlashMlaBug::topk_length_ignored ? K : len[n];
     // empty: a lonely token, out = 0, max_logits = -inf, lse = +inf
     qy.rows.push_back(flashmla_detail::listed_rows(&idx.data[n * K], used, invalid, bug));
   }
-  if (bug != FlashMlaBug::sink_ignored) qy.sink = flashmla_detail::sinks(t, kWho, in.h_q);
+  if (bug != FlashMlaBug::sink_ignored) qy.sink = flashmla_detail::sinks(t, kSparseWho, in.h_q);
   return in;
 }
 
@@ -86,7 +81,7 @@ Tensors attend(const PrefillIn& in) {
 
 Tensors flashmla_prefill_inputs(const FlashMlaPrefillSpec& s) {
   require(s.d >= s.dv && s.dv >= 1 && s.s_q >= 1 && s.h_q >= 1 && s.s_kv >= 1 && s.topk >= 3, "{}: spec violates "
-          "d >= dv >= 1, s_q, h_q, s_kv >= 1, topk >= 3", kWho);
+          "d >= dv >= 1, s_q, h_q, s_kv >= 1, topk >= 3", kSparseWho);
   Rng rng(s.seed);
   Array<float> q({s.s_q, s.h_q, s.d}), kv({s.s_kv, 1, s.d});
   for (float& x : q.data) x = static_cast<float>(rng.normal());
@@ -111,10 +106,10 @@ nlohmann::json flashmla_prefill_params(const FlashMlaPrefillSpec& s) {
 
 Tensors flashmla_prefill_run_flash(const Tensors& t, const nlohmann::json& params, int64_t split_blocks,
                                    FlashMlaBug bug) {
-  require(split_blocks >= 1, "{}: split_blocks = {} violates >= 1", kWho, split_blocks);
+  require(split_blocks >= 1, "{}: split_blocks = {} violates >= 1", kSparseWho, split_blocks);
   require(bug != FlashMlaBug::scale_neighbour && bug != FlashMlaBug::rope_as_fp8 && bug != FlashMlaBug::scale_divide,
-          "{}: bug {} concerns FP8 records, which sparse prefill does not read", kWho, flashmla_bug_name(bug));
-  const PrefillIn in = read(t, params, bug);
+          "{}: bug {} concerns FP8 records, which sparse prefill does not read", kSparseWho, flashmla_bug_name(bug));
+  const PrefillIn in = read_prefill(t, params, bug);
   Attn<float> a = flashmla_detail::flash_rows(in.query, in.pool, split_blocks);
   if (bug == FlashMlaBug::lonely_nan) flashmla_detail::plant_lonely_nan(in.query, a);
   return outputs(std::move(a));
@@ -149,9 +144,9 @@ Contract contract_03_mla_flashmla_sparse_prefill() {
   for (OutputSpec& o : c.outputs) o.slice_axes = 1;  // one query token
   c.oracle_doc = "the scaled scores over the listed rows at float64, logsumexp_rows (stage 03's form), x log2(e)";
   c.baseline_doc = "the same at float32";
-  c.oracle = [](const Tensors& t, const nlohmann::json& p) { return attend<double>(read(t, p)); };
+  c.oracle = [](const Tensors& t, const nlohmann::json& p) { return attend<double>(read_prefill(t, p)); };
   c.baseline = [](const Tensors& t, const nlohmann::json& p, DType prec) {
-    const PrefillIn in = read(t, p);
+    const PrefillIn in = read_prefill(t, p);
     return prec == DType::F4 ? attend<float>(in) : attend<double>(in);
   };
   c.report_metrics = [](const std::string&, const Array<double>& e, const Array<double>& x) {

@@ -16,7 +16,7 @@
 namespace ladder::moe::detail {
 namespace {
 
-int64_t param_int(const std::string& who, const nlohmann::json& p, const char* name, int64_t at_least) {
+int64_t required_int(const std::string& who, const nlohmann::json& p, const char* name, int64_t at_least) {
   require(p.is_object() && p.contains(name), "{}: param {} is required (case.json \"params\")", who, name);
   require(p.at(name).is_number_integer() && p.at(name).get<int64_t>() >= at_least, "{}: param {} = {} violates "
           "integer >= {}", who, name, p.at(name).dump(), at_least);
@@ -36,8 +36,8 @@ bool EpIn::sends(int64_t g, int64_t s) const {
 EpIn ep_read(const std::string& who, bool ll, const Tensors& t, const nlohmann::json& params) {
   EpIn in;
   in.ll = ll;
-  in.R = param_int(who, params, "num_ranks", 1);
-  in.E = param_int(who, params, "num_experts", 1);
+  in.R = required_int(who, params, "num_ranks", 1);
+  in.E = required_int(who, params, "num_experts", 1);
   require(in.E % in.R == 0, "{}: param num_experts = {} violates a multiple of num_ranks = {} (each rank holds "
           "num_experts / num_ranks experts)", who, in.E, in.R);
   in.L = in.E / in.R;
@@ -46,7 +46,7 @@ EpIn ep_read(const std::string& who, bool ll, const Tensors& t, const nlohmann::
           "has shape {}, violates [num_ranks = {}, num_tokens >= 1, hidden >= 1]", who, shape_str(in.x.shape), in.R);
   in.T = in.x.shape[1], in.H = in.x.shape[2];
   if (ll) {
-    in.M = param_int(who, params, "num_max_dispatch_tokens_per_rank", in.T);
+    in.M = required_int(who, params, "num_max_dispatch_tokens_per_rank", in.T);
     require(in.H % 128 == 0, "{}: input x has hidden = {}, violates a multiple of 128 (one FP8 scale per 128 "
             "channels)", who, in.H);
   }

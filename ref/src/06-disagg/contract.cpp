@@ -29,7 +29,7 @@ using nlohmann::json;
 constexpr int64_t kMaxRequests = int64_t{1} << 24;  // 16M requests: beyond this a typo, not a workload
 constexpr double kMaxMs = 1e9;                      // step-model coefficients and table entries
 
-void check_keys(const json& j, const std::string& where, std::initializer_list<const char*> known) {
+void check_param_keys(const json& j, const std::string& where, std::initializer_list<const char*> known) {
   require(j.is_object(), "06-disagg: param {} = {} violates a JSON object", where, j.dump());
   std::string list;
   for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
@@ -88,10 +88,10 @@ struct Setup {
 };
 
 Setup setup_of(const json& p) {
-  check_keys(p, "", {"step_model", "placement", "workers", "kv_transfer", "slo"});
+  check_param_keys(p, "", {"step_model", "placement", "workers", "kv_transfer", "slo"});
   Setup s;
   const json sm = p.value("step_model", json::object());
-  check_keys(sm, "step_model", {"kind", "prefill", "decode"});
+  check_param_keys(sm, "step_model", {"kind", "prefill", "decode"});
   const std::string kind = sm.value("kind", std::string("distserve"));
   if (kind == "distserve") {
     const DistServeCoefficients d0 = distserve_opt13b_a100();
@@ -106,7 +106,7 @@ Setup setup_of(const json& p) {
     throw Error("06-disagg: param step_model.kind = '" + kind + "' violates distserve | table");
   }
   const json pl = p.value("placement", json{{"colocated", 1}});
-  check_keys(pl, "placement", {"prefill", "decode", "colocated", "gpus_per_worker"});
+  check_param_keys(pl, "placement", {"prefill", "decode", "colocated", "gpus_per_worker"});
   Cluster& c = s.cluster;
   c.prefill = integer(pl, "prefill", "placement", 0, 0), c.decode = integer(pl, "decode", "placement", 0, 0);
   c.colocated = integer(pl, "colocated", "placement", 0, 0);
@@ -114,7 +114,7 @@ Setup setup_of(const json& p) {
   require(c.prefill + c.decode + c.colocated <= 4096, "06-disagg: param placement has {} workers, violates <= 4096",
           c.prefill + c.decode + c.colocated);
   const json wk = p.value("workers", json::object());
-  check_keys(wk, "workers", {"prefill_token_budget", "decode_max_batch", "kv_capacity_tokens", "block_tokens",
+  check_param_keys(wk, "workers", {"prefill_token_budget", "decode_max_batch", "kv_capacity_tokens", "block_tokens",
                              "chunked_prefill_tokens"});
   c.prefill_token_budget = integer(wk, "prefill_token_budget", "workers", c.prefill_token_budget, 1);
   c.decode_max_batch = integer(wk, "decode_max_batch", "workers", c.decode_max_batch, 1);
@@ -122,12 +122,12 @@ Setup setup_of(const json& p) {
   c.block_tokens = integer(wk, "block_tokens", "workers", c.block_tokens, 1);
   c.chunked_prefill_tokens = integer(wk, "chunked_prefill_tokens", "workers", 0, 1);
   const json kv = p.value("kv_transfer", json::object());
-  check_keys(kv, "kv_transfer", {"bytes_per_token", "link_GBps", "latency_ms"});
+  check_param_keys(kv, "kv_transfer", {"bytes_per_token", "link_GBps", "latency_ms"});
   c.kv_bytes_per_token = number(kv, "bytes_per_token", "kv_transfer", opt_13b().kv_bytes_per_token());
   c.link_GBps = number(kv, "link_GBps", "kv_transfer", 0);
   c.link_latency_ms = number(kv, "latency_ms", "kv_transfer", 0);
   const json slo = p.value("slo", json::object());
-  check_keys(slo, "slo", {"ttft_s", "tpot_s"});
+  check_param_keys(slo, "slo", {"ttft_s", "tpot_s"});
   s.slo = Slo{1e3 * number(slo, "ttft_s", "slo", 0.4), 1e3 * number(slo, "tpot_s", "slo", 0.04)};
   require(s.slo.ttft_ms > 0 && s.slo.tpot_ms > 0, "06-disagg: param slo = {} violates ttft_s > 0 and tpot_s > 0",
           slo.dump());

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "paper.hpp"
 #include "ladder/02-attention/attention.hpp"
 #include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
@@ -28,12 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace attention;
 
-std::map<std::string, nlohmann::json> paper_values() {
-  const auto j = read_json(ladder::source_dir() / "data" / "papers" / "02-attention.json");
-  std::map<std::string, nlohmann::json> m;
-  for (const auto& e : j.at("entries")) m[e.at("id").get<std::string>()] = e.at("value");
-  return m;
-}
 
 struct Out {
   std::string md;
@@ -48,7 +43,7 @@ struct Out {
 };
 
 std::string a100_table(Out& out) {
-  auto pv = paper_values();
+  auto pv = paper_entries("02-attention");
   const double bw = pv["a100_hbm_bandwidth"].get<double>() * 1e9, peak = pv["a100_fp16_flops"].get<double>() * 1e12;
   const int64_t M = pv["a100_sram_per_sm"].get<int64_t>() * 1024 / 2;  // fp16 elements
   const Problem p = Problem::make(64, 16, 1024, 1024, 64);

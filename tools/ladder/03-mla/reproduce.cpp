@@ -15,6 +15,7 @@
 #include "ladder/core/json.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/03-mla/golden.hpp"
+#include "paper.hpp"
 #include "report.hpp"
 #include "source_dir.hpp"
 
@@ -28,7 +29,7 @@ double per_token(const Rung& r, const Config& c, int64_t elem, double Cost::*fie
   return r.cost(cost_shape(c, 1, 2, elem)).*field - r.cost(cost_shape(c, 1, 1, elem)).*field;
 }
 
-const Rung& ref(const char* id) { return registry().find(kStage, "ref", id); }
+const Rung& ref(const char* id) { return registry().find(mla::kStage, "ref", id); }
 
 std::string notes_or_dash(const nlohmann::json& v, const char* id, const char* fmt_spec) {
   return v.contains(id) ? fmt::format(fmt::runtime(fmt_spec), v.at(id).get<double>()) : "-";
@@ -140,7 +141,7 @@ void correctness_section(const ReproduceContext& ctx, const Model& model, Out& o
     }
     const Output<float> o = f.decode(W, p, in.step);
     const CompareReport rep = compare(Array<double>::from(oracle.u), Array<float>::from(o.u), Array<float>::from(base.u),
-                                      contract(kStage).tolerance("u", DType::F4));
+                                      contract(mla::kStage).tolerance("u", DType::F4));
     t += fmt::format("| {} | {} | {:.3e} | {:.3e} | {:.2e} |\n", id, rep.pass ? "PASS" : "FAIL", rep.max_abs_err, rep.tol,
                      rep.nmse);
   }
@@ -150,10 +151,7 @@ void correctness_section(const ReproduceContext& ctx, const Model& model, Out& o
 }  // namespace
 
 std::map<std::string, nlohmann::json> paper_values() {
-  const auto j = read_json(ladder::source_dir() / "data" / "papers" / "03-mla.json");
-  std::map<std::string, nlohmann::json> m;
-  for (const auto& e : j.at("entries")) m[e.at("id").get<std::string>()] = e.at("value");
-  return m;
+  return paper_entries("03-mla");
 }
 
 Config timing_config(const ReproduceContext& ctx) {

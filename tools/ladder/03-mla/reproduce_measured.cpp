@@ -61,7 +61,7 @@ Series sweep(const Model& model, int64_t B, const std::vector<int64_t>& Ls, doub
   for (int64_t L : Ls) {
     const Inputs in = make_inputs(model.W, InputSpec{std::vector<int64_t>(static_cast<size_t>(B), L), 7, false, 0, false});
     for (const char* id : rung_ids()) {
-      const Rung& r = registry().find(kStage, "ref", id);
+      const Rung& r = registry().find(mla::kStage, "ref", id);
       std::vector<Point>& pts = s[id];
       if (resident_bytes(r.cost(cost_shape(c, B, L))) > budget) {
         pts.push_back({L, 0, "no fit"});
@@ -131,7 +131,7 @@ Marginal marginal(const Series& s, const std::string& id, const Config& c, int64
   if (m.size() < 2) return r;
   const Point &p = *m[m.size() - 2], &q = *m.back();
   const double dt = q.seconds - p.seconds, tokens = static_cast<double>(B * (q.L - p.L));
-  const Rung& rung = registry().find(kStage, "ref", id);
+  const Rung& rung = registry().find(mla::kStage, "ref", id);
   const double dflops = rung.cost(cost_shape(c, B, q.L)).flops - rung.cost(cost_shape(c, B, p.L)).flops;
   const double dbytes = rung.cost(cost_shape(c, B, q.L)).bytes_read - rung.cost(cost_shape(c, B, p.L)).bytes_read;
   r.ok = q.seconds > 1.2 * p.seconds && tokens > 0;  // else the per-token time is lost in the noise

@@ -26,6 +26,7 @@
 #include <regex>
 
 #include "cli.hpp"
+#include "paper.hpp"
 #include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/core/timing.hpp"
@@ -37,24 +38,7 @@ namespace {
 
 using moe::Index;
 
-std::map<std::string, nlohmann::json> paper_entries() {
-  const auto j = read_json(ladder::source_dir() / "data" / "papers" / "04-moe.json");
-  std::map<std::string, nlohmann::json> m;
-  for (const auto& e : j.at("entries")) m[e.at("id").get<std::string>()] = e;
-  return m;
-}
 
-struct Report {
-  std::string md;
-  void line(const std::string& s) {
-    fmt::print("{}\n", s);
-    md += s + "\n\n";
-  }
-  void block(const std::string& s) {
-    fmt::print("{}", s);
-    md += "```\n" + s + "```\n\n";
-  }
-};
 
 std::string verdict(double ours, double theirs) { return ours == theirs ? "exact match" : "DIFFERS"; }
 
@@ -75,7 +59,7 @@ Array<Index> uniform_routing(Index T, Index k, Index E, uint64_t seed) {
   return idx;
 }
 
-void rows_per_expert_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
+void rows_per_expert_section(MarkdownReport& r, const std::map<std::string, nlohmann::json>& paper) {
   r.md += "### Rows per expert per decode step (the Huawei report, A2)\n\n";
   const auto& e = paper.at("a2_rows_per_expert");
   const auto& in = e.at("inputs");
@@ -140,7 +124,7 @@ CommCount count_ep_rows(const moe::Weights<double>& w, const Mat<double>& x, Ind
   return c;
 }
 
-void communication_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
+void communication_section(MarkdownReport& r, const std::map<std::string, nlohmann::json>& paper) {
   r.md += "### Per-card inter-node volume: AllGather/ReduceScatter vs All2All (the Huawei report, A2)\n\n";
   const auto& ag = paper.at("a2_allgather_inter_node");
   const auto& a2a = paper.at("a2_all2all_inter_node");
@@ -214,7 +198,7 @@ std::pair<std::string, int> run_command(const std::string& cmd) {
   return {out, WIFEXITED(st) ? WEXITSTATUS(st) : -1};
 }
 
-void mpi_section(Report& r) {
+void mpi_section(MarkdownReport& r) {
   r.md += "### The same volumes counted at the MPI calls (ladder-ep-moe)\n\n";
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -257,7 +241,7 @@ void mpi_section(Report& r) {
          "report's 6 BS h and its argument against All2All.");
 }
 
-void deployment_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
+void deployment_section(MarkdownReport& r, const std::map<std::string, nlohmann::json>& paper) {
   r.md += "### Deployments: experts per card\n\n";
   const Index E = 256;  // DeepSeek-V3 n_routed_experts (data/models)
   const auto& a2 = paper.at("a2_decode_experts_per_card");
@@ -277,7 +261,7 @@ void deployment_section(Report& r, const std::map<std::string, nlohmann::json>& 
   }
 }
 
-void cost_section(Report& r, const std::map<std::string, nlohmann::json>& paper, const Registry& reg) {
+void cost_section(MarkdownReport& r, const std::map<std::string, nlohmann::json>& paper, const Registry& reg) {
   r.md += "### FLOPs and bytes per rung (registry Cost) at DeepSeek-V3 shapes\n\n";
   const Index T = 128, D = 7168, F = 2048, E = 256, k = 8, Fs = 2048;
   const Shape s{T, D, F, E, k, Fs};
@@ -301,7 +285,7 @@ void cost_section(Report& r, const std::map<std::string, nlohmann::json>& paper,
                      paper.at("jax_ragged_dot_note").at("printed").get<std::string>()));
 }
 
-void measured_section(Report& r, const ReproduceContext& ctx, const Registry& reg) {
+void measured_section(MarkdownReport& r, const ReproduceContext& ctx, const Registry& reg) {
   r.md += "### Measured time per rung on this CPU (float32)\n\n";
   // quick: the golden model's shape; full: a wider layer where the products dominate.
   const moe::Config cfg = ctx.quick ? moe::Config{97, 61, 16, 4, 4, 2, 2.5, moe::GateKind::v3_sigmoid, 61}
@@ -343,10 +327,10 @@ void measured_section(Report& r, const ReproduceContext& ctx, const Registry& re
 }  // namespace
 
 std::string reproduce_04_moe(const ReproduceContext& ctx) {
-  const auto paper = paper_entries();
+  const auto paper = paper_entries("04-moe", false);
   Registry reg;
   register_moe(reg);
-  Report r;
+  MarkdownReport r;
   r.md += "## 04-moe: gate -> sort -> ragged dot -> unsort + combine\n\n";
   rows_per_expert_section(r, paper);
   communication_section(r, paper);

@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include "cli.hpp"
+#include "paper.hpp"
 #include "report.hpp"
 #include "ladder/core/json.hpp"
 #include "ladder/core/rng.hpp"
@@ -23,25 +24,7 @@ namespace {
 
 using eplb::Index;
 
-// The sources' values by id (data/papers/05-eplb.json is the single place they are written down).
-std::map<std::string, nlohmann::json> paper_values() {
-  const auto j = read_json(ladder::source_dir() / "data" / "papers" / "05-eplb.json");
-  std::map<std::string, nlohmann::json> m;
-  for (const auto& e : j.at("entries")) m[e.at("id").get<std::string>()] = e.at("value");
-  return m;
-}
 
-struct Report {
-  std::string md;
-  void line(const std::string& s) {
-    fmt::print("{}\n", s);
-    md += s + "\n\n";
-  }
-  void block(const std::string& s) {
-    fmt::print("{}", s);
-    md += "```\n" + s + "```\n\n";
-  }
-};
 
 // "what: exact match with SOURCE (n of n entries)" or where the first difference is.
 template <class M>
@@ -73,7 +56,7 @@ Mat<double> readme_weight() {
   return w;
 }
 
-void readme_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
+void readme_section(MarkdownReport& r, const std::map<std::string, nlohmann::json>& paper) {
   r.md += "### The EPLB README example\n\n";
   r.line("README example: 2 layers x 12 experts -> 16 replicas, 4 groups, 2 nodes, 8 GPUs");
   const Mat<double> w = readme_weight();
@@ -92,7 +75,7 @@ void readme_section(Report& r, const std::map<std::string, nlohmann::json>& pape
                     paper.at("readme_global_phy2log"), g.phy2log));
 }
 
-void seed_section(Report& r, const std::map<std::string, nlohmann::json>& paper) {
+void seed_section(MarkdownReport& r, const std::map<std::string, nlohmann::json>& paper) {
   r.md += "### The worked example of \"DeepSeek Expert Parallelism Load Balancer (EPLB) Code Reading\"\n\n";
   r.line("the code reading's worked example: the README load through rebalance_experts_hierarchical, step by step");
   const Mat<double> w = readme_weight();
@@ -125,7 +108,7 @@ double lower_bound_overall(const Mat<double>& w, Index R, Index num_gpus) {
   return sum_mean > 0 ? sum_bound / sum_mean : 1.0;
 }
 
-void v3_section(Report& r, const std::map<std::string, nlohmann::json>& paper, bool quick) {
+void v3_section(MarkdownReport& r, const std::map<std::string, nlohmann::json>& paper, bool quick) {
   const Index L = paper.at("v3_moe_layers").get<Index>(), n = paper.at("v3_routed_experts").at("experts").get<Index>();
   const Index groups = paper.at("v3_routed_experts").at("groups").get<Index>();
   const auto& pre = paper.at("v3_prefill_layout");
@@ -176,8 +159,8 @@ void v3_section(Report& r, const std::map<std::string, nlohmann::json>& paper, b
 }  // namespace
 
 std::string reproduce_05_eplb(const ReproduceContext& ctx) {
-  const auto paper = paper_values();
-  Report r;
+  const auto paper = paper_entries("05-eplb");
+  MarkdownReport r;
   r.md = "## 05-eplb\n\n";
   readme_section(r, paper);
   fmt::print("\n");

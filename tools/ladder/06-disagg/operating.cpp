@@ -20,11 +20,8 @@ namespace ladder::cli::deploy06 {
 using namespace ladder::deploy;
 
 namespace {
-Layout layout(const std::string& name) {
-  return load_layout(disagg06::data_root() / "deployments" / (name + ".json"), disagg06::data_root());
-}
 Layout decode_at(const std::string& name, int64_t requests, int64_t context) {
-  Layout L = layout(name);
+  Layout L = named_layout(name);
   L.work.requests_per_card = requests, L.work.context = context;
   L.work.tokens_per_card = requests * (1 + L.work.mtp_draft);
   return L;
@@ -36,7 +33,7 @@ double best_ms(const Layout& L) { return std::min(step_ms(L, false), step_ms(L, 
 std::string both(const Layout& L) {
   return fmt::format("one batch {:.1f} ms, two-batch {:.1f} ms, the better taken", step_ms(L, false), step_ms(L, true));
 }
-double tokens_per_step(const Layout& L) {
+double tokens_per_card_step(const Layout& L) {
   return static_cast<double>(L.work.requests_per_card) * (1 + static_cast<double>(L.work.mtp_draft) * L.work.acceptance);
 }
 }  // namespace
@@ -55,7 +52,7 @@ std::vector<OperatingPoint> operating_points() {
     const Layout L = decode_at("huawei-a2-decode", 72, ctx);
     const double s = step_ms(L, false);
     add(id, fmt::format("A2 decode, 72 per card, {} + 2K, MTP p 0.7", in), "tokens/s per card",
-        1e3 * tokens_per_step(L) / s,
+        1e3 * tokens_per_card_step(L) / s,
         fmt::format("72 x 1.7 / step; step {:.1f} ms (compute {:.1f} + comm {:.1f}), mean context {}", s,
                     step_time(L).compute_ms, step_time(L).comm_ms, ctx),
         "the net of two opposite terms: the modelled comm (inter-node AllGather / ReduceScatter at 50 GB/s per "
@@ -86,11 +83,11 @@ std::vector<OperatingPoint> operating_points() {
         "the report's Sec. 7.2 names them: MLA hiding the rest costs about 35 %, HBM contention, sequence and "
         "expert imbalance, framework time; none is in the model");
     add("op_cm384_tokens", "CM384 decode, 96 per card assumed (context 3K)", "tokens/s per card",
-        1e3 * tokens_per_step(L) / s, fmt::format("96 x 1.7 / {:.1f} ms", s),
+        1e3 * tokens_per_card_step(L) / s, fmt::format("96 x 1.7 / {:.1f} ms", s),
         "the same step as the row above; at the 96 per card assumed (not stated by the report)");
   }
   {
-    const Layout L = layout("huawei-a2-prefill");
+    const Layout L = named_layout("huawei-a2-prefill");
     const StepTime t = step_time(L);
     add("op_a2_prefill_ms", "A2 prefill, 8 x 2K = 16K tokens on 16 cards", "ms", t.total_ms(),
         fmt::format("compute {:.1f} + comm {:.1f} ms, no overlap", t.compute_ms, t.comm_ms),
@@ -103,7 +100,7 @@ std::vector<OperatingPoint> operating_points() {
         "keeps the compute at peak, so the gap is the same utilisation term as the 631 ms row");
   }
   {
-    const Layout L = layout("deepseek-prefill-ep32");
+    const Layout L = named_layout("deepseek-prefill-ep32");
     const double s = best_ms(L);
     add("op_deepseek_prefill_node", "DeepSeek H800 prefill (EP32, 4K tokens per GPU assumed)", "tokens/s per node",
         8e3 * static_cast<double>(L.work.tokens_per_card) / s, fmt::format("8 x 4096 / step; {}", both(L)),
@@ -111,10 +108,10 @@ std::vector<OperatingPoint> operating_points() {
         "batch and prompt length are our assumption, not stated");
   }
   {
-    const Layout L = layout("deepseek-decode-ep144");
+    const Layout L = named_layout("deepseek-decode-ep144");
     const double s = best_ms(L);
     add("op_deepseek_decode_node", "DeepSeek H800 decode (EP144, 64 per GPU x 4K assumed, MTP p 0.85)",
-        "tokens/s per node", 8e3 * tokens_per_step(L) / s, fmt::format("8 x 64 x 1.85 / step; {}", both(L)),
+        "tokens/s per node", 8e3 * tokens_per_card_step(L) / s, fmt::format("8 x 64 x 1.85 / step; {}", both(L)),
         "day 6 states no batch size: the prediction scales with the 64 per GPU we assume; the reported figure is "
         "a 24 h average under load swings, not a saturated step");
   }

@@ -33,12 +33,12 @@ std::map<std::string, double> paper_figures() {
   return out;
 }
 
-namespace {
-std::string gb(double bytes) { return fmt::format("{:.3f}", bytes / kGB); }
-
-Layout layout(const std::string& name) {
+Layout named_layout(const std::string& name) {
   return load_layout(disagg06::data_root() / "deployments" / (name + ".json"), disagg06::data_root());
 }
+
+namespace {
+std::string gb(double bytes) { return fmt::format("{:.3f}", bytes / kGB); }
 
 // The attention's step time per KV token of one rank, from the step model: the slope of the MLA
 // attention module's roofline time between contexts 2048 and 4096 (KV reads or FLOPs, whichever binds),
@@ -106,7 +106,7 @@ std::string memory_figures_table() {
     md += fmt::format("| {} | {:.3f} | {:.3f} | about {:g} \"GB\" | {} | {} |\n", f.what, f.gb(), f.gib(), f.printed,
                       f.fits(), f.assumption);
   }
-  const Layout pre = layout("huawei-a2-prefill");  // 16384 tokens over 16 cards
+  const Layout pre = named_layout("huawei-a2-prefill");  // 16384 tokens over 16 cards
   const double act = activation_bytes(pre);
   md += fmt::format("| prefill activations, 16384 tokens (A2 prefill layout, per card) | {:.3f} | {:.3f} | about {:g} "
                     "\"GB\" | not matched | our coarse model (residual in and out + the widest module's buffer); the "
@@ -134,7 +134,7 @@ std::string kv_tp_vs_dp_table() {
 }
 
 std::string mtp_table(bool quick) {
-  Layout L = layout("huawei-a2-decode");
+  Layout L = named_layout("huawei-a2-decode");
   L.work.context = 3072;  // the mean context of a 2K-in / 2K-out request over its decode
   const double t_step = step_time(L).total_ms();
   const double r = static_cast<double>(L.work.requests_per_card);
@@ -201,7 +201,7 @@ std::string overlap_table() {
                    "compute per micro-batch layer (ms) | comm fully hidden |\n|---|---|---|---|---|---|---|\n";
   for (const char* name : {"huawei-a2-decode", "huawei-cm384-decode", "deepseek-decode-ep144", "huawei-a2-prefill",
                            "deepseek-prefill-ep32"}) {
-    const Layout L = layout(name);
+    const Layout L = named_layout(name);
     const OverlapResult r = overlap(L);
     md += fmt::format("| {} | {:.2f} | {:.2f} | {:+.1f}% | {:.3f} | {:.3f} | {} |\n", name, r.sequential_ms,
                       r.two_batch_ms, 100 * (r.sequential_ms - r.two_batch_ms) / r.sequential_ms, r.comm_per_mb_ms,
@@ -213,7 +213,7 @@ std::string overlap_table() {
 }
 
 std::string balance_table(bool quick) {
-  Layout L = layout("huawei-a2-decode");
+  Layout L = named_layout("huawei-a2-decode");
   L.work.context = 1;  // the step without its KV reads: what every rank does alike
   L.work.mtp_draft = 0, L.work.tokens_per_card = L.work.requests_per_card;  // one query row per request
   const double base = step_time(L).total_ms();

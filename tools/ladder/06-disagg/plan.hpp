@@ -10,6 +10,8 @@
 
 namespace ladder::cli::deploy06 {
 
+// data/deployments/NAME.json, its model and GPU files resolved under data/.
+ladder::deploy::Layout named_layout(const std::string& name);
 // The report's printed figures (data/papers/06-disagg-deploy.json): id -> value.
 std::map<std::string, double> paper_figures();
 // Per-card memory by module, collectives per step, FLOPs and bytes per module, step time.
