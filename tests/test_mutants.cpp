@@ -42,7 +42,10 @@ TEST_CASE("mutation score: every bug class caught, every correct variant passed"
                            "lonely token: o NaN", "topk_length ignored", "attention sink ignored",
                            "packed UE8M0: bytes in the wrong order", "group boundary shifted by one row",
                            "a dropped token", "recv_topk_idx global instead of local",
-                           "FP8 scale of the wrong 128-block", "combine weights applied twice"}) {
+                           "FP8 scale of the wrong 128-block", "combine weights applied twice",
+                           "k-grouped FP8: the scale of the neighbouring K block",
+                           "k-grouped FP8: a group boundary shifted by one row",
+                           "k-grouped FP8: scales read untransposed"}) {
     const bool there = std::any_of(outcomes.begin(), outcomes.end(), [&](const mutants::Outcome& o) {
       return o.mutant && o.name.find(want) != std::string::npos;
     });

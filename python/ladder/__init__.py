@@ -324,7 +324,7 @@ def flashmla_sparse_prefill_check(case_or_inputs, out, max_logits, lse, **params
 
 
 DEEPGEMM = {name: f"04-moe/deepgemm_{name}"
-            for name in ("contiguous", "masked", "contiguous_fp8", "masked_fp8", "k_grouped")}
+            for name in ("contiguous", "masked", "contiguous_fp8", "masked_fp8", "k_grouped", "k_grouped_fp8")}
 
 
 def deepgemm_check(layout, case_or_inputs, d, **params):
@@ -333,7 +333,9 @@ def deepgemm_check(layout, case_or_inputs, d, **params):
     padding_rows "zero" | "unjudged") or "masked" (a [num_groups, max_m, k], b, masked_m [num_groups]; rows past
     masked_m not judged), or "contiguous_fp8" / "masked_fp8" (E4M3 values with scales sa, sb; judged by stage 07's
     derived FP8 bound), or "k_grouped" (the weight gradient: a [sum(ks), m], b [sum(ks), n], ks, optional c;
-    d [num_groups, m, n] = c[g] + a[K_g]^T b[K_g]); d the output as a numpy array, against a case folder (`ladder deepgemm write`) or a dict of
+    d [num_groups, m, n] = c[g] + a[K_g]^T b[K_g]), or "k_grouped_fp8" (the same with E4M3 a, b and per-channel scales
+    sa [sum(ks)/128, align4(m)], sb [sum(ks)/128, align4(n)] per 128 rows of K; judged by stage 07's derived FP8
+    bound plus the float32 addition of c); d the output as a numpy array, against a case folder (`ladder deepgemm write`) or a dict of
     the inputs. Returns the report dict; its metrics hold DeepGEMM's calc_diff ("deepgemm_calc_diff") beside the
     verdict and "not_judged" (elements the layout leaves unspecified). The same rule as
     `ladder check 04-moe/deepgemm_LAYOUT CASE DIR`."""

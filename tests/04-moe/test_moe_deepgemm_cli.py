@@ -5,7 +5,8 @@ a contiguous and a masked case, the ragged_dot rung's d (`ladder deepgemm ragged
 padding row written, one expert's segment shifted by a row; NaN in rows past masked_m passes (not judged), and a
 padding row written passes in a case written with --padding-rows unjudged; an FP8 case with UE8M0 scales passes
 with stage 07's fp8_block rung; a k-grouped case's candidates (the rung, float64 here) pass and a group boundary
-moved by one row fails. With the Python module's folder given,
+moved by one row fails; its FP8 form (per-channel scales along K): the rung and a float64 numpy d pass, the
+neighbouring K block's scale, a boundary one row late and untransposed scales fail. With the Python module's folder given,
 ladder.deepgemm_check gives the same verdict on the same files.
 
     test_moe_deepgemm_cli.py path/to/ladder [path/to/build/python]
@@ -110,8 +111,51 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f"{name} (boundary moved by {shift})", ["check", "04-moe/deepgemm_k_grouped", kg, j(tmp, name)], want,
                "deepgemm_calc_diff" if want == 0 else "FAIL")
         verdicts.append(("k_grouped", kg, j(tmp, name), want == 0))
-    expect("k_grouped --fp8 refused", ["deepgemm", "write", "--layout", "k_grouped", "--fp8", "--out", j(tmp, "y")], 2,
-           "float32 only")
+    # Its FP8 form: E4M3 a, b with per-channel scales per 128 rows of K, sa [6, align4(26) = 28] (MN-major, the TMA
+    # padding unread). The fp8_block rung passes, and so does d computed here from the files (codes times scales,
+    # float64); the same d with the neighbouring K block's scales, with the boundary moved one row, or with the scales
+    # read untransposed fails. Packed UE8M0 scales (one int32 row per group here) give the same verdict to the rung.
+    k8 = j(tmp, "k_grouped_fp8")
+    expect("write k_grouped --fp8", ["deepgemm", "write", "--layout", "k_grouped", "--fp8", "--m", "26", "--n", "24",
+                                     "--out", k8], 0, "sa, sb")
+    expect("k_grouped fp8 rung", ["deepgemm", "ragged", k8, "--out", j(tmp, "k8_rung")], 0, "fp8_block rung")
+    expect("check k_grouped fp8", ["check", "04-moe/deepgemm_k_grouped_fp8", k8, j(tmp, "k8_rung")], 0,
+           "deepgemm_calc_diff")
+    verdicts.append(("k_grouped_fp8", k8, j(tmp, "k8_rung"), True))
+    a, b, c, sa, sb = (np.load(j(k8, name + ".npy")).astype(np.float64) for name in ("a", "b", "c", "sa", "sb"))
+    verdict(f"k_grouped fp8 scales are [K/128, align4(m)]: sa {sa.shape}, sb {sb.shape}",
+            sa.shape == (6, 28) and sb.shape == (6, 24))
+    ends = np.cumsum(np.load(j(k8, "ks.npy")))
+    blk = np.arange(a.shape[0]) // 128
+    for name, fault, want in (("k8_numpy", None, 0), ("k8_neighbour", "neighbour", 1), ("k8_boundary", "boundary", 1),
+                              ("k8_untransposed", "untransposed", 1)):
+        kb = blk ^ 1 if fault == "neighbour" else blk
+        if fault == "untransposed":  # sa read as [m, K/128] from the same memory
+            ta = sa.reshape(-1)[:26 * 6].reshape(26, 6).T[kb, :]
+            tb = sb.reshape(-1)[:24 * 6].reshape(24, 6).T[kb, :]
+        else:
+            ta, tb = sa[kb, :26], sb[kb, :24]
+        x, y = a * ta, b * tb
+        cut = ends.copy()
+        if fault == "boundary":
+            cut[0] += 1  # group 1 is empty: groups 0 and 2 meet at cut[0] == cut[1]
+            cut[1] += 1
+        d = np.stack([c[g] + x[lo:hi].T @ y[lo:hi] for g, (lo, hi) in enumerate(zip([0, *cut[:-1]], cut))])
+        save(j(tmp, name), d)
+        expect(f"{name}", ["check", "04-moe/deepgemm_k_grouped_fp8", k8, j(tmp, name)], want,
+               "deepgemm_calc_diff" if want == 0 else "FAIL")
+        verdicts.append(("k_grouped_fp8", k8, j(tmp, name), want == 0))
+    k8p = j(tmp, "k_grouped_fp8_packed")
+    expect("write k_grouped --fp8 --scales ue8m0_packed", ["deepgemm", "write", "--layout", "k_grouped", "--fp8",
+                                                           "--scales", "ue8m0_packed", "--out", k8p], 0, "sa, sb")
+    verdict("packed k-grouped sa: <i4 [3, 24]", np.load(j(k8p, "sa.npy")).dtype == np.int32
+            and np.load(j(k8p, "sa.npy")).shape == (3, 24))
+    expect("k_grouped fp8 packed rung", ["deepgemm", "ragged", k8p, "--out", j(tmp, "k8p_rung")], 0, "fp8_block")
+    expect("check k_grouped fp8 packed", ["check", "04-moe/deepgemm_k_grouped_fp8", k8p, j(tmp, "k8p_rung")], 0,
+           "deepgemm_calc_diff")
+    expect("k_grouped --fp8 ks not a multiple of 128", ["deepgemm", "write", "--layout", "k_grouped", "--fp8", "--ks",
+                                                         "256,64", "--k-alignment", "64", "--out", j(tmp, "y")], 2,
+           "multiple of 128")
     expect("bad --ks", ["deepgemm", "write", "--layout", "k_grouped", "--ks", "12x", "--out", j(tmp, "y")], 2, "--ks")
     if PYDIR:
         sys.path.insert(0, PYDIR)

@@ -29,6 +29,11 @@ ladder_add_test(test_04_moe_deepgemm_ue8m0
 ladder_add_test(test_04_moe_deepgemm_k_grouped
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm_k_grouped.cpp
   LIBS ladder_core)
+# Its FP8 form (04-moe/deepgemm_k_grouped_fp8): the oracle pinned, the rung and a dequantised candidate pass in every
+# scale form, the neighbouring K block's scale, a boundary one row late and untransposed scales fail.
+ladder_add_test(test_04_moe_deepgemm_k_grouped_fp8
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepgemm_k_grouped_fp8.cpp
+  LIBS ladder_core)
 # The same through the `ladder` binary and Python: write, ragged, check (exit 0); mutants fail (exit 1); unjudged
 # rows pass; the Python verdicts equal the CLI's.
 if(TARGET ladder)

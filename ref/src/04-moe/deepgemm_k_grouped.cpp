@@ -6,58 +6,62 @@
 // c [num_groups, m, n] the float32 accumulator (absent: 0, "otherwise computes D = A @ B"); an empty group (ks = 0,
 // which DeepGEMM's tests draw) leaves d[g] = c[g]. Each ks[g] is a multiple of k_alignment (DeepGEMM's
 // get_mk_alignment_for_contiguous_layout(), 128 by default; its generator draws aligned ks). float32 values here
-// (bf16 / FP8 with per-channel 1 x 128 scales on a GPU; not covered).
+// (bf16 on a GPU not covered; FP8 with per-channel 1 x 128 scales: the sibling layout "04-moe/deepgemm_k_grouped_fp8",
+// deepgemm_k_grouped_fp8.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "deepgemm_k_in.hpp"
 #include "ladder/04-moe/deepgemm.hpp"
 #include "ladder/core/rng.hpp"
 
-namespace ladder::moe {
-namespace {
+namespace ladder::moe::detail {
 
-constexpr const char* kWho = "04-moe/deepgemm_k_grouped";
-
-struct KIn {
-  int64_t G = 0, K = 0, m = 0, n = 0;
-  std::vector<int64_t> ks, start;
-  Array<float> a, b, c;  // c empty: no accumulator
-};
-
-KIn read(const Tensors& t, const nlohmann::json& params) {
+KIn read_k(const std::string& who, const Tensors& t, const nlohmann::json& params) {
+  const char* w = who.c_str();
   KIn in;
-  in.a = from_npy<float>(tensor(t, "a", kWho), "input a");
-  in.b = from_npy<float>(tensor(t, "b", kWho), "input b");
-  const Array<int64_t> ks = npy_as_int64(tensor(t, "ks", kWho), "input ks");
-  require(in.a.shape.size() == 2, "{}: input a has shape {}, violates [sum(ks), m]", kWho, shape_str(in.a.shape));
+  in.a = from_npy<float>(tensor(t, "a", w), "input a");
+  in.b = from_npy<float>(tensor(t, "b", w), "input b");
+  const Array<int64_t> ks = npy_as_int64(tensor(t, "ks", w), "input ks");
+  require(in.a.shape.size() == 2, "{}: input a has shape {}, violates [sum(ks), m]", w, shape_str(in.a.shape));
   require(in.b.shape.size() == 2 && in.b.shape[0] == in.a.shape[0], "{}: input b has shape {}, violates [sum(ks) = {}, "
-          "n]", kWho, shape_str(in.b.shape), in.a.shape[0]);
-  require(ks.shape.size() == 1 && ks.shape[0] >= 1, "{}: input ks has shape {}, violates [num_groups >= 1]", kWho,
+          "n]", w, shape_str(in.b.shape), in.a.shape[0]);
+  require(ks.shape.size() == 1 && ks.shape[0] >= 1, "{}: input ks has shape {}, violates [num_groups >= 1]", w,
           shape_str(ks.shape));
   in.K = in.a.shape[0], in.m = in.a.shape[1], in.n = in.b.shape[1], in.G = ks.shape[0];
   int64_t align = 128;
   if (params.is_object() && params.contains("k_alignment")) {
     require(params.at("k_alignment").is_number_integer() && params.at("k_alignment").get<int64_t>() >= 1,
-            "{}: param k_alignment = {} violates integer >= 1", kWho, params.at("k_alignment").dump());
+            "{}: param k_alignment = {} violates integer >= 1", w, params.at("k_alignment").dump());
     align = params.at("k_alignment").get<int64_t>();
   }
   int64_t sum = 0;
   for (int64_t g = 0; g < in.G; ++g) {
     const int64_t k = ks.data[g];
-    require(k >= 0 && k % align == 0, "{}: input ks[{}] = {} violates >= 0 and a multiple of k_alignment = {}", kWho, g,
+    require(k >= 0 && k % align == 0, "{}: input ks[{}] = {} violates >= 0 and a multiple of k_alignment = {}", w, g,
             k, align);
     in.ks.push_back(k), in.start.push_back(sum), sum += k;
   }
-  require(sum == in.K, "{}: input ks sums to {}, violates = the rows of a and b, {}", kWho, sum, in.K);
+  require(sum == in.K, "{}: input ks sums to {}, violates = the rows of a and b, {}", w, sum, in.K);
   if (t.count("c")) {
     in.c = from_npy<float>(t.at("c"), "input c");
-    require(in.c.shape == (Shape{in.G, in.m, in.n}), "{}: input c has shape {}, violates [num_groups, m, n] = {}", kWho,
+    require(in.c.shape == (Shape{in.G, in.m, in.n}), "{}: input c has shape {}, violates [num_groups, m, n] = {}", w,
             shape_str(in.c.shape), shape_str(Shape{in.G, in.m, in.n}));
   }
   return in;
 }
+
+}  // namespace ladder::moe::detail
+
+namespace ladder::moe {
+namespace {
+
+constexpr const char* kWho = "04-moe/deepgemm_k_grouped";
+using detail::KIn;
+
+KIn read(const Tensors& t, const nlohmann::json& params) { return detail::read_k(kWho, t, params); }
 
 // d[g, i, j] = c + sum over the group's rows of a[r, i] b[r, j], at T, rows ascending (or descending: a candidate
 // computed in another order).

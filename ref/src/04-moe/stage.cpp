@@ -14,6 +14,7 @@ Contract contract_04_moe_deepgemm_masked();
 Contract contract_04_moe_deepgemm_contiguous_fp8();
 Contract contract_04_moe_deepgemm_masked_fp8();
 Contract contract_04_moe_deepgemm_k_grouped();  // deepgemm_k_grouped.cpp
+Contract contract_04_moe_deepgemm_k_grouped_fp8();  // deepgemm_k_grouped_fp8.cpp
 Contract contract_04_moe_deepep_normal();  // deepep.cpp: DeepEP's dispatch / combine (ladder/04-moe/deepep.hpp)
 Contract contract_04_moe_deepep_low_latency();
 
@@ -24,7 +25,7 @@ Stage stage_04_moe() {
   s.contract = &contract_04_moe;
   s.layouts = {&contract_04_moe_deepgemm_contiguous, &contract_04_moe_deepgemm_masked,
                &contract_04_moe_deepgemm_contiguous_fp8, &contract_04_moe_deepgemm_masked_fp8,
-               &contract_04_moe_deepgemm_k_grouped,
+               &contract_04_moe_deepgemm_k_grouped, &contract_04_moe_deepgemm_k_grouped_fp8,
                &contract_04_moe_deepep_normal, &contract_04_moe_deepep_low_latency};
   s.ref_rungs = &register_moe;
   s.golden_cases = &moe::golden_case_names;

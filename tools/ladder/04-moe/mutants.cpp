@@ -159,6 +159,25 @@ void deepgemm_fp8_cases(std::vector<Outcome>& out) {
                       k.params));
   out.push_back(judge("DeepGEMM k-grouped: a group boundary shifted by one row", true, "K offsets off by one", k, kg(1),
                       k.params));
+  // Its FP8 form (per-channel scales per 128 rows of K): stage 07's rung and a dequantised float32 sum pass; a port
+  // reading the neighbouring K block's scale, a boundary one row late, or the scales untransposed fails.
+  moe::DeepGemmKSpec k8s = ks;  // (a copy: GCC 12 warns falsely on a second default-constructed spec)
+  k8s.m = 26;
+  Case k8{moe::kDeepGemmKGroupedFp8, moe::deepgemm_k_grouped_fp8_inputs(k8s), moe::deepgemm_k_grouped_fp8_params(k8s), {}};
+  k8.expected = run_oracle(contract(k8.layout), k8.in, k8.params);
+  auto kf = [&](moe::KFp8Bug bug) {
+    return from_npy<float>(moe::deepgemm_k_grouped_fp8_run(k8.in, k8.params, bug).at("d"), "d");
+  };
+  out.push_back(judge("DeepGEMM k-grouped FP8: fp8_block, 14-bit accumulator", false, "stage 07's recipe per element",
+                      k8, from_npy<float>(moe::deepgemm_k_grouped_fp8_rung(k8.in, k8.params).at("d"), "d"), k8.params));
+  out.push_back(judge("DeepGEMM k-grouped FP8: dequantised, float32 sum in reverse", false, "another way and order", k8,
+                      kf(moe::KFp8Bug::none), k8.params));
+  out.push_back(judge("DeepGEMM k-grouped FP8: the scale of the neighbouring K block", true, "per-channel scale index "
+                      "off by one block", k8, kf(moe::KFp8Bug::neighbour_block_scale), k8.params));
+  out.push_back(judge("DeepGEMM k-grouped FP8: a group boundary shifted by one row", true, "K offsets off by one", k8,
+                      kf(moe::KFp8Bug::boundary_shift), k8.params));
+  out.push_back(judge("DeepGEMM k-grouped FP8: scales read untransposed", true, "[mn, K/128] for MN-major [K/128, mn]",
+                      k8, kf(moe::KFp8Bug::scales_untransposed), k8.params));
 }
 
 void deepep_cases(std::vector<Outcome>& out) {

@@ -32,7 +32,8 @@
 //
 // DeepGEMM's own metric, reported beside the verdict, never part of it (DeepGEMM tests, calc_diff):
 //   calc_diff = 1 - 2 sum(x y) / sum(x x + y y), in float64 (core layout_cos_diff; FlashMLA's cal_diff too).
-// The k-grouped layout (weight gradient, groups along K): kDeepGemmKGrouped, below (deepgemm_k_grouped.cpp).
+// The k-grouped layout (weight gradient, groups along K): kDeepGemmKGrouped, below (deepgemm_k_grouped.cpp); its FP8
+// form kDeepGemmKGroupedFp8 (deepgemm_k_grouped_fp8.cpp).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -108,12 +109,13 @@ Tensors deepgemm_with_ints(Tensors inputs, const std::string& name, const std::v
 
 // The k-grouped layout "04-moe/deepgemm_k_grouped" (MoE weight gradient; the facts in deepgemm_k_grouped.cpp's
 // header): a [sum(ks), m], b [sum(ks), n], ks <i4 [num_groups], optional c [num_groups, m, n];
-// d[g] = c[g] + a[K_g]^T b[K_g] over group g's rows. float32 values (FP8 not covered).
+// d[g] = c[g] + a[K_g]^T b[K_g] over group g's rows. float32 values (FP8: kDeepGemmKGroupedFp8 below).
 inline constexpr const char* kDeepGemmKGrouped = "04-moe/deepgemm_k_grouped";
 struct DeepGemmKSpec {
   std::vector<int64_t> ks = {256, 0, 128, 384};  // an empty group, as DeepGEMM's tests draw
   int64_t m = 24, n = 40, k_alignment = 128;
   bool accumulate = true;  // input c (DeepGEMM's tests: randn x 32)
+  std::string scales = "fp32";  // the FP8 layout: "fp32" | "ue8m0" | "ue8m0_packed" (as DeepGemmSpec::scales)
   uint64_t seed = 4105;
 };
 Tensors deepgemm_k_grouped_inputs(const DeepGemmKSpec& spec);
@@ -122,10 +124,29 @@ nlohmann::json deepgemm_k_grouped_params(const DeepGemmKSpec& spec);
 // bug of a group boundary off by that many rows (between the first two non-empty groups).
 Tensors deepgemm_k_grouped_run(const Tensors& inputs, const nlohmann::json& params, int boundary_shift = 0);
 
+// The same layout with FP8 values, "04-moe/deepgemm_k_grouped_fp8" (deepgemm_k_grouped_fp8.cpp: the facts from
+// DeepGEMM's sources and the derived rule): a, b E4M3 values as float32, every ks a multiple of 128; DeepGEMM's
+// per_channel_cast_to_fp8 scales, one per 128 rows of K per column (recipe 1, 1, 128), MN-major and TMA-aligned:
+//   sa <f4 [sum(ks)/128, align4(m)], sb <f4 [sum(ks)/128, align4(n)]  (scales "fp32" | "ue8m0": powers of two);
+//   scales "ue8m0_packed" (SM100): <i4 [sum_g ceil(ks[g]/512), align4(m)] (n), each group's K blocks packed four to
+//   an int32 on their own (pack_ue8m0), the groups' rows stacked in the order of ks.
+// The case: the float32 case's values with each 128-row K block at its own magnitude, quantised by core/quant.hpp.
+inline constexpr const char* kDeepGemmKGroupedFp8 = "04-moe/deepgemm_k_grouped_fp8";
+Tensors deepgemm_k_grouped_fp8_inputs(const DeepGemmKSpec& spec);
+nlohmann::json deepgemm_k_grouped_fp8_params(const DeepGemmKSpec& spec);
+// Stage 07's fp8_block_dot per element (an acc_bits accumulator promoted to float32 every 128), plus c: {"d" <f4}.
+Tensors deepgemm_k_grouped_fp8_rung(const Tensors& inputs, const nlohmann::json& params, int acc_bits = 14);
+// A candidate computed another way: the dequantised values in float32, each group's rows summed in descending order,
+// plus c: {"d" <f4}; `bug` plants a port's bug: the scale of the neighbouring K block (blocks 0 <-> 1, 2 <-> 3, ..),
+// the boundary between the first two non-empty groups one row late, or the scales read untransposed ([mn, KB]).
+enum class KFp8Bug { none, neighbour_block_scale, boundary_shift, scales_untransposed };
+Tensors deepgemm_k_grouped_fp8_run(const Tensors& inputs, const nlohmann::json& params, KFp8Bug bug = KFp8Bug::none);
+
 }  // namespace ladder::moe
 
 namespace ladder::stage_records {
 Contract contract_04_moe_deepgemm_k_grouped();
+Contract contract_04_moe_deepgemm_k_grouped_fp8();
 Contract contract_04_moe_deepgemm_contiguous();
 Contract contract_04_moe_deepgemm_masked();
 Contract contract_04_moe_deepgemm_contiguous_fp8();
