@@ -113,12 +113,13 @@ ref::Output<float> run(const Rung& r, const Case& c) {
 }
 }  // namespace
 
-TEST_CASE("the registry holds the six CUDA decode rungs and the CUDA prefill") {
+TEST_CASE("the registry holds the six CUDA decode rungs and the two CUDA chunk rungs") {
   const auto rungs = registry().stage(kStage, "cuda");
-  REQUIRE(rungs.size() == 7);
+  REQUIRE(rungs.size() == 8);
   CHECK(rungs[0]->id == "CD");
   CHECK(rungs[5]->id == "flash_mla");
   CHECK(rungs[6]->id == ref::kPrefillRung);
+  CHECK(rungs[7]->id == ref::kChunkAbsorbedRung);
   for (const Rung* r : rungs) CHECK(r->cost(ref::cost_shape(ref::deepseek_v2(), 1, 1)).flops > 0);
 }
 
