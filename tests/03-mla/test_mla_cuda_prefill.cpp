@@ -9,6 +9,8 @@
 // and once under TSan.
 #include <doctest/doctest.h>
 
+#include <utility>
+
 #include "ladder/cuda/03-mla/mla.hpp"
 #include "test_mla_util.hpp"
 
@@ -49,6 +51,25 @@ TEST_CASE("the CUDA chunk rungs on the chunk goldens through the contract: u, ls
     CHECK_THROWS_WITH_AS(run_rung(mla_contract(), r, read_case(mla_contract(), test::mla_dir("s_q_2")).inputs,
                                   nlohmann::json::object(), DType::F8),
                          doctest::Contains("CUDA rungs run in float32 only"), Error);
+  }
+}
+
+// At these shapes every product picks the 16 x 16 GEMM by itself; forced, chunk_absorbed's per-token lengths (a
+// different one per batch entry of one launch, over a shared cache) go through the 128 x 128 kernel and split-K too.
+TEST_CASE("the CUDA chunk_absorbed on s_q_4 and prefill_ragged with each GEMM kernel forced: 128 x 128, split-K") {
+  const Rung& r = registry().find(ref::kStage, "cuda", ref::kChunkAbsorbedRung);
+  for (const auto& choice : {std::pair{cuda::mla::kGemmTile, 1}, std::pair{cuda::mla::kGemmTile, 3}}) {
+    const cuda::mla::ForceGemm force(choice.first, choice.second);
+    for (const char* name : {"s_q_4", "prefill_ragged"}) {
+      CAPTURE(name);
+      CAPTURE(choice.second);
+      const CaseFolder cf = read_case(mla_contract(), test::mla_dir(name));
+      const Tensors out = run_rung(mla_contract(), r, cf.inputs, cf.params, DType::F4);
+      for (const auto& [output, cand] : out) {
+        CAPTURE(output);
+        CHECK(passes(cf, output, cand));
+      }
+    }
   }
 }
 
