@@ -113,12 +113,13 @@ ref::Output<float> run(const Rung& r, const Case& c) {
 }
 }  // namespace
 
-TEST_CASE("the registry holds the six CUDA decode rungs and the CUDA prefill") {
+TEST_CASE("the registry holds the six CUDA decode rungs and the two CUDA chunk rungs") {
   const auto rungs = registry().stage(kStage, "cuda");
-  REQUIRE(rungs.size() == 7);
+  REQUIRE(rungs.size() == 8);
   CHECK(rungs[0]->id == "CD");
   CHECK(rungs[5]->id == "flash_mla");
   CHECK(rungs[6]->id == ref::kPrefillRung);
+  CHECK(rungs[7]->id == ref::kChunkAbsorbedRung);
   for (const Rung* r : rungs) CHECK(r->cost(ref::cost_shape(ref::deepseek_v2(), 1, 1)).flops > 0);
 }
 
@@ -198,6 +199,14 @@ TEST_CASE("bad sizes raise ladder::Error naming the parameter") {
                        doctest::Contains("split_blocks = 0 violates"), Error);
   CHECK_THROWS_WITH_AS(cuda::mla::cd(W, {0, 1, &x, &x, &L}, &x, &x, {&x, &x, &x, nullptr}),
                        doctest::Contains("B = 0 violates B >= 1"), Error);
+  // The chunk rungs' check (check_chunk, mla_prefill.cpp) names the rung and the input.
+  W.W_UQ = W.kv_b = W.W_O = &x;
+  CHECK_THROWS_WITH_AS(cuda::mla::chunk_absorbed(W, {2}, {0}, 1, &x, &x, &x, false, &x, &x),
+                       doctest::Contains("chunk_absorbed: q_lens[0] = 2, prefix[0] = 0 violate"), Error);
+  CHECK_THROWS_WITH_AS(cuda::mla::chunk_absorbed(W, {1}, {0, 0}, 1, &x, &x, &x, false, &x, &x),
+                       doctest::Contains("chunk_absorbed: q_lens [1], prefix [2] violate"), Error);
+  CHECK_THROWS_WITH_AS(cuda::mla::chunk_absorbed(W, {1}, {0}, 1, &x, &x, &x, true, &x, &x),
+                       doctest::Contains("chunk_absorbed: write_rows needs W_DKV and kv_norm"), Error);
   W.cfg.kv_lora_rank = 1000;
   CHECK_THROWS_WITH_AS(cuda::mla::flash_mla(W, s, &x, 1, &t, 1, 1, {&x, nullptr, nullptr, &x}),
                        doctest::Contains("kv_lora_rank = 1000 violates"), Error);

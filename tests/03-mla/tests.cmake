@@ -8,7 +8,8 @@ ladder_add_test(test_03_mla
           ${CMAKE_CURRENT_LIST_DIR}/test_mla_placement.cpp
   LIBS ladder_cuda ladder_core ladder_lab_oracle)
 # The CUDA rungs (cuda/src/03-mla/*.cu) through SIMT in every schedule (and once under TSan), tiny shapes; the CUDA
-# prefill on the chunk goldens through the contract, a planted mask off by one caught.
+# chunk rungs (prefill, chunk_absorbed) on the chunk goldens through the contract, a planted mask off by one each
+# caught.
 ladder_add_test(test_03_mla_cuda
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda_planted.cu
           ${CMAKE_CURRENT_LIST_DIR}/test_mla_cuda_prefill.cpp

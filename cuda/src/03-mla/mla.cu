@@ -79,9 +79,11 @@ __global__ void concat_rows(const float* a, int64_t da, const float* b, int64_t 
 }
 
 // Row r of scores [rows, Lmax] belongs to sequence r / rows_per_seq of length L: s = scale * s for
-// j < L, -inf beyond; attn = safe softmax over [0, L) (notes Alg. 2), 0 beyond.
+// j < L, -inf beyond; attn = safe softmax over [0, L) (notes Alg. 2), 0 beyond. lse (optional, [rows]):
+// log sum_{j < L} e^{s_j} = m + log d of the scaled row (the chunk rungs return it; mla_chunk.cpp).
+// With the chunk's per-token lengths as seqlens and rows_per_seq = H, row r is head r % H of token r / H.
 __global__ void scale_softmax_rows(float* scores, float* attn, int64_t Lmax, const int64_t* seqlens,
-                                   int64_t rows_per_seq, float scale) {
+                                   int64_t rows_per_seq, float scale, float* lse) {
   __shared__ float part[kRowThreads / 32];
   const int64_t r = blockIdx.x, L = seqlens[r / rows_per_seq];
   float* s = scores + r * Lmax;
@@ -100,6 +102,7 @@ __global__ void scale_softmax_rows(float* scores, float* attn, int64_t Lmax, con
   for (int64_t j = threadIdx.x; j < L; j += blockDim.x) d += expf(s[j] - m);
   d = block_sum(d, part);
   for (int64_t j = threadIdx.x; j < Lmax; j += blockDim.x) a[j] = j < L ? expf(s[j] - m) / d : 0.0f;
+  if (lse != nullptr && threadIdx.x == 0) lse[r] = m + logf(d);  // d: block_sum's total, the same in every thread
 }
 
 // CD's layout: K[b, h, j, nope + i] = kv[b, j, off + i] (k^R replicated per head), j < L_b.
@@ -136,9 +139,9 @@ void launch_concat_heads(const float* a, int64_t da, const float* b, int64_t db,
   simt::launch(concat_rows, dim3(grid_for(rows * (da + db), 128)), dim3(128), 0, a, da, b, db, out, rows);
 }
 void launch_scale_softmax(float* scores, float* attn, int64_t rows, int64_t Lmax, const int64_t* seqlens,
-                          int64_t rows_per_seq, float scale) {
+                          int64_t rows_per_seq, float scale, float* lse) {
   simt::launch(scale_softmax_rows, dim3((unsigned)rows), dim3(kRowThreads), 0, scores, attn, Lmax, seqlens,
-               rows_per_seq, scale);
+               rows_per_seq, scale, lse);
 }
 void launch_copy_rope_part(const float* kv, int64_t kv_dim, int64_t off, int64_t rope, float* K, int64_t dk,
                            int64_t nope, int64_t B, int64_t H, int64_t Lmax, const int64_t* seqlens) {

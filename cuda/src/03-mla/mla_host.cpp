@@ -15,7 +15,7 @@
 
 namespace ladder::cuda::mla {
 
-// The pieces mla_prefill.cpp shares (mla_host_parts.hpp).
+// The pieces mla_prefill.cpp and mla_chunk.cpp share (mla_host_parts.hpp).
 // y [M, N] = x [M, K] W^T, W an nn.Linear weight [N, K].
 void linear(const float* x, int64_t M, int64_t K, const float* W, int64_t N, float* y) {
   Gemm g;
@@ -36,17 +36,7 @@ Query query(const Weights& W, const Step& s, bool nope) {
   return q;
 }
 
-namespace {
-
-void check_step(const Weights& W, const Step& s, const char* fn) {
-  ladder::mla::check_config(W.cfg, fn);
-  require(s.B >= 1, "cuda::mla::{}: B = {} violates B >= 1", fn, s.B);
-  require(s.Lmax >= 1, "cuda::mla::{}: Lmax = {} violates Lmax >= 1", fn, s.Lmax);
-  require(s.h && s.rope && s.seqlens, "cuda::mla::{}: null h, rope or seqlens", fn);
-  require(W.W_DQ && W.q_norm && W.W_QR, "cuda::mla::{}: null W_DQ, q_norm or W_QR", fn);
-}
-
-// q_abs_h = q^C_h W_UK(h), one batch entry per head.
+// q_abs_h = q^C_h W_UK(h), one batch entry per head (mla_host_parts.hpp).
 Buf absorb_query(const Weights& W, const float* q_nope, int64_t B) {
   const Config& c = W.cfg;
   const int64_t R = c.kv_lora_rank, H = c.n_heads;
@@ -74,27 +64,37 @@ void absorbed_output(const Weights& W, const float* o_lat, int64_t B, float* u) 
   linear(o.data(), B, H * c.v_head, W.W_O, c.hidden, u);
 }
 
-// A_CC_ME's attention (and AM's), one batch entry per sequence: S = q_abs c^T + q^R k^R^T, softmax,
-// o^lat = a c, reading the cache kv [B, Lmax, D] in place.
+// A_CC_ME's attention (AM's, chunk_absorbed's), one batch entry per query token: S = q_abs c^T + q^R k^R^T,
+// softmax, o^lat = a c, reading the cache in place at kv + z * kv_stride (mla_host_parts.hpp).
 void attend_latent_me(const Weights& W, const Step& s, const float* q_abs, const float* q_pe, const float* kv,
-                      const Out& out, float* o_lat) {
+                      int64_t kv_stride, const Out& out, float* o_lat, float* lse) {
   const Config& c = W.cfg;
   const int64_t R = c.kv_lora_rank, H = c.n_heads, D = c.kv_dim(), L = s.Lmax;
   Gemm g;
   g.M = H, g.N = L, g.K = R, g.batch = s.B, g.lens = s.seqlens, g.lens_on_n = true;
   g.A = q_abs, g.a_o = H * R, g.a_m = R;
-  g.B = kv, g.b_o = L * D, g.b_n = D;
+  g.B = kv, g.b_o = kv_stride, g.b_n = D;
   g.C = out.scores, g.c_o = H * L, g.c_m = L;
   gemm(g);
   g.K = c.qk_rope, g.A = q_pe, g.a_o = H * c.qk_rope, g.a_m = c.qk_rope, g.B = kv + R, g.accumulate = true;
   gemm(g);
-  detail::launch_scale_softmax(out.scores, out.attn, s.B * H, L, s.seqlens, H, static_cast<float>(c.scale()));
+  detail::launch_scale_softmax(out.scores, out.attn, s.B * H, L, s.seqlens, H, static_cast<float>(c.scale()), lse);
   Gemm p;
   p.M = H, p.N = R, p.K = L, p.batch = s.B, p.lens = s.seqlens, p.lens_on_k = true;
   p.A = out.attn, p.a_o = H * L, p.a_m = L;
-  p.B = kv, p.b_o = L * D, p.b_n = 1, p.b_k = D;
+  p.B = kv, p.b_o = kv_stride, p.b_n = 1, p.b_k = D;
   p.C = o_lat, p.c_o = H * R, p.c_m = R;
   gemm(p);
+}
+
+namespace {
+
+void check_step(const Weights& W, const Step& s, const char* fn) {
+  ladder::mla::check_config(W.cfg, fn);
+  require(s.B >= 1, "cuda::mla::{}: B = {} violates B >= 1", fn, s.B);
+  require(s.Lmax >= 1, "cuda::mla::{}: Lmax = {} violates Lmax >= 1", fn, s.Lmax);
+  require(s.h && s.rope && s.seqlens, "cuda::mla::{}: null h, rope or seqlens", fn);
+  require(W.W_DQ && W.q_norm && W.W_QR, "cuda::mla::{}: null W_DQ, q_norm or W_QR", fn);
 }
 
 // CD's attention over K [B, H, Lmax, dk], V [B, H, Lmax, v]: one batch entry per (sequence, head).
@@ -237,7 +237,7 @@ void a_cc_me(const Weights& W, const Step& s, const float* kv, const Out& out) {
   const Query q = query(W, s, true);
   const Buf q_abs = absorb_query(W, q.q_nope.data(), s.B);
   Buf o_lat(size_t(s.B * W.cfg.n_heads * W.cfg.kv_lora_rank));
-  attend_latent_me(W, s, q_abs.data(), q.q_pe.data(), kv, out, o_lat.data());
+  attend_latent_me(W, s, q_abs.data(), q.q_pe.data(), kv, s.Lmax * W.cfg.kv_dim(), out, o_lat.data(), nullptr);
   absorbed_output(W, o_lat.data(), s.B, out.u);
 }
 
@@ -250,7 +250,7 @@ void am(const Weights& W, const Step& s, const float* kv, const Out& out) {
   const Query q = query(W, s, false);  // no q^C: W_absQ maps c^Q straight to q_abs
   Buf q_abs(size_t(s.B * HR)), o_lat(size_t(s.B * HR));
   linear(q.cQ.data(), s.B, c.q_lora_rank, W.W_absQ, HR, q_abs.data());
-  attend_latent_me(W, s, q_abs.data(), q.q_pe.data(), kv, out, o_lat.data());
+  attend_latent_me(W, s, q_abs.data(), q.q_pe.data(), kv, s.Lmax * W.cfg.kv_dim(), out, o_lat.data(), nullptr);
   linear(o_lat.data(), s.B, HR, W.W_absO, c.hidden, out.u);
 }
 

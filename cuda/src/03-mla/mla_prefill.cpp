@@ -21,7 +21,12 @@ namespace {
 
 bool planted_off_by_one = false;  // PlantMaskOffByOne (mla.hpp)
 
-// rows [n, kv_lora + rope] = [RMSNorm(W_DKV[:kv_lora] h) | RoPE(W_DKV[kv_lora:] h)] (ladder/03-mla/layers.hpp kv_entries).
+}  // namespace
+
+PlantMaskOffByOne::PlantMaskOffByOne() { planted_off_by_one = true; }
+PlantMaskOffByOne::~PlantMaskOffByOne() { planted_off_by_one = false; }
+
+// The pieces mla_chunk.cpp shares (mla_host_parts.hpp).
 void chunk_rows(const Weights& W, const float* h, const float* rope, int64_t n, float* rows) {
   const Config& c = W.cfg;
   const int64_t R = c.kv_lora_rank;
@@ -33,32 +38,35 @@ void chunk_rows(const Weights& W, const float* h, const float* rope, int64_t n, 
   detail::launch_concat_heads(cKV.data(), R, kR.data(), c.qk_rope, rows, n);
 }
 
-}  // namespace
-
-PlantMaskOffByOne::PlantMaskOffByOne() { planted_off_by_one = true; }
-PlantMaskOffByOne::~PlantMaskOffByOne() { planted_off_by_one = false; }
+int64_t check_chunk(const Weights& W, const std::vector<int64_t>& q_lens, const std::vector<int64_t>& prefix,
+                    int64_t Lmax, const void* h, const void* rope, const void* kv, bool write_rows, const void* u,
+                    const void* lse, const char* fn) {
+  ladder::mla::check_config(W.cfg, fn);
+  const int64_t B = static_cast<int64_t>(q_lens.size());
+  require(B >= 1 && prefix.size() == q_lens.size(),
+          "cuda::mla::{}: q_lens [{}], prefix [{}] violate equal sizes B >= 1", fn, q_lens.size(), prefix.size());
+  int64_t N = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    require(q_lens[b] >= 1 && prefix[b] >= 0 && prefix[b] + q_lens[b] <= Lmax, "cuda::mla::{}: q_lens[{}] = {}, "
+            "prefix[{}] = {} violate q_len >= 1, prefix >= 0, prefix + q_len <= Lmax = {}", fn, b, q_lens[b], b,
+            prefix[b], Lmax);
+    N += q_lens[b];
+  }
+  require(h && rope && kv && u && lse && W.W_DQ && W.q_norm && W.W_UQ && W.W_QR && W.kv_b && W.W_O,
+          "cuda::mla::{}: null h, rope, kv, u, lse or weight", fn);
+  require(!write_rows || (W.W_DKV && W.kv_norm), "cuda::mla::{}: write_rows needs W_DKV and kv_norm (null)", fn);
+  return N;
+}
 
 void prefill(const Weights& W, const std::vector<int64_t>& q_lens, const std::vector<int64_t>& prefix, int64_t Lmax,
              const float* h, const float* rope, float* kv, bool write_rows, float* u, float* lse) {
+  const int64_t N = check_chunk(W, q_lens, prefix, Lmax, h, rope, kv, write_rows, u, lse, "prefill");
   const Config& c = W.cfg;
-  ladder::mla::check_config(c, "cuda prefill");
   const int64_t B = static_cast<int64_t>(q_lens.size()), H = c.n_heads, R = c.kv_lora_rank, D = c.kv_dim();
   const int64_t dk = c.q_head(), dv = c.v_head;
-  require(B >= 1 && prefix.size() == q_lens.size(), "cuda::mla::prefill: q_lens [{}], prefix [{}] violate equal "
-          "sizes B >= 1", q_lens.size(), prefix.size());
-  int64_t N = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    require(q_lens[b] >= 1 && prefix[b] >= 0 && prefix[b] + q_lens[b] <= Lmax, "cuda::mla::prefill: q_lens[{}] = {}, "
-            "prefix[{}] = {} violate q_len >= 1, prefix >= 0, prefix + q_len <= Lmax = {}", b, q_lens[b], b, prefix[b],
-            Lmax);
-    N += q_lens[b];
-  }
   require(dk <= attention::kMaxQKHeadDim && dv <= attention::kMaxHeadDim, "cuda::mla::prefill: nope + rope = {}, v = "
           "{} violate <= {}, <= {} (stage 02's tiled_16 with d_v != d)", dk, dv, attention::kMaxQKHeadDim,
           attention::kMaxHeadDim);
-  require(h && rope && kv && u && lse && W.W_DQ && W.q_norm && W.W_UQ && W.W_QR && W.kv_b && W.W_O,
-          "cuda::mla::prefill: null h, rope, kv, u, lse or weight");
-  require(!write_rows || (W.W_DKV && W.kv_norm), "cuda::mla::prefill: write_rows needs W_DKV and kv_norm (null)");
 
   Step s;
   s.B = N, s.Lmax = Lmax, s.h = h, s.rope = rope;

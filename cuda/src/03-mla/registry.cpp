@@ -128,12 +128,16 @@ ref::Output<float> decode(Variant v, const ref::Weights<float>& W, const ref::Pr
   return r;
 }
 
-// The prefill rung's whole chunk (ref::ChunkFn): the cache gathered into its contiguous layout on the host (as the
-// other rungs' prepare does), the chunk on the device (cuda::mla::prefill), the rows it wrote put back into the pages.
-ref::ChunkOutput<float> prefill_chunk(const ref::Weights<float>& W, ref::PagedCache<float>& cache, const Mat<float>& h,
-                                      const std::vector<int64_t>& q_lens, const std::vector<int64_t>& q_pos,
-                                      bool write_rows) {
-  const char* who = "cuda prefill";
+// The chunk rungs' device functions (cuda::mla::prefill and cuda::mla::chunk_absorbed take the same arguments).
+using ChunkKernel = void (*)(const mla::Weights&, const std::vector<int64_t>&, const std::vector<int64_t>&, int64_t,
+                             const float*, const float*, float*, bool, float*, float*);
+
+// A chunk rung's whole chunk (ref::ChunkFn): the cache gathered into its contiguous layout on the host (as the other
+// rungs' prepare does), the chunk on the device (run), the rows it wrote put back into the pages.
+ref::ChunkOutput<float> device_chunk(ChunkKernel run, const char* who, const ref::Weights<float>& W,
+                                     ref::PagedCache<float>& cache, const Mat<float>& h,
+                                     const std::vector<int64_t>& q_lens, const std::vector<int64_t>& q_pos,
+                                     bool write_rows) {
   const ref::Config& c = W.cfg;
   const int64_t B = cache.batch(), N = h.rows(), D = c.kv_dim();
   require(static_cast<int64_t>(q_lens.size()) == B, "mla {}: q_lens.size = {} violates == cache batch B = {}", who,
@@ -161,7 +165,7 @@ ref::ChunkOutput<float> prefill_chunk(const ref::Weights<float>& W, ref::PagedCa
   const std::vector<float> rope = rope_table(c, q_pos);
   DeviceBuffer<float> hd(h.data(), size_t(h.size())), cs(rope), kv(kv_host.data), u(size_t(N * c.hidden)),
       lse(size_t(N * c.n_heads));
-  mla::prefill(dm.view, q_lens, prefix, Lmax, hd.data(), cs.data(), kv.data(), write_rows, u.data(), lse.data());
+  run(dm.view, q_lens, prefix, Lmax, hd.data(), cs.data(), kv.data(), write_rows, u.data(), lse.data());
   sync();
   ref::ChunkOutput<float> out;
   out.u = Mat<float>(N, c.hidden);
@@ -179,12 +183,12 @@ ref::ChunkOutput<float> prefill_chunk(const ref::Weights<float>& W, ref::PagedCa
 }
 
 // Its decode-step form: one token per sequence, its row cached (a decode golden), the chunk of one.
-ref::Output<float> prefill_decode(const ref::Weights<float>& W, const ref::Prepared<float>& p,
-                                  const ref::Step<float>& step) {
-  ref::check_step(W, p, step, "cuda prefill (decode step)");
+ref::Output<float> device_chunk_decode(ChunkKernel run, const char* who, const ref::Weights<float>& W,
+                                       const ref::Prepared<float>& p, const ref::Step<float>& step) {
+  ref::check_step(W, p, step, who);
   ref::PagedCache<float> cache = p.paged;
   const ref::ChunkOutput<float> o =
-      prefill_chunk(W, cache, step.h, std::vector<int64_t>(p.paged.seqlens.size(), 1), step.q_pos, false);
+      device_chunk(run, who, W, cache, step.h, std::vector<int64_t>(p.paged.seqlens.size(), 1), step.q_pos, false);
   ref::Output<float> r;
   r.u = o.u;
   r.lse = o.lse;
@@ -212,14 +216,29 @@ void rungs_03_mla(Registry& r) {
   add(Variant::AM, "AM", "AM_CC_ME on the GPU", "absorbed matrices made by the GEMM once; A_CC_ME's attention");
   add(Variant::flash_mla, "flash_mla", "FlashMLA-style fused decode kernel",
       "block per (split, sequence, head group): cache tiles in shared memory, online softmax; combine kernel");
-  // The prefill (non-absorbed, FlashMLA's MHA mode): the contract runs it on whole chunks (chunk_f32).
-  ref::RungImpl<float> f32{&ref::prepare_chunk<float>, &prefill_decode};
-  r.add({ref::kStage, ref::kPrefillRung, "prefill (non-absorbed) on the GPU",
-         "chunk rows by the GEMM + RMSNorm + RoPE; K, V decompressed per head by the GEMM; stage 02's tiled kernel "
-         "with d_qk = nope + rope, d_v = v, causal bottom right",
-         "cuda", ref::RungFns{Variant::CC, f32, {}, &prefill_chunk},
-         [](const Shape& s) { return ref::step_cost(Variant::CC, s); },
-         "as the reference prefill rung (a decode step as CC; a chunk: chunk_cost(Decompressed, ...))"});
+  // The chunk rungs: the contract runs them on whole chunks (chunk_f32); a decode step is a chunk of one.
+  auto add_chunk = [&r](const char* id, Variant like, ChunkKernel run, const char* who, const char* name,
+                        const char* doc, const char* cost_doc) {
+    ref::RungImpl<float> f32{&ref::prepare_chunk<float>,
+                             [run, who](const ref::Weights<float>& W, const ref::Prepared<float>& p,
+                                        const ref::Step<float>& s) { return device_chunk_decode(run, who, W, p, s); }};
+    ref::ChunkFn chunk = [run, who](const ref::Weights<float>& W, ref::PagedCache<float>& cache, const Mat<float>& h,
+                                    const std::vector<int64_t>& q_lens, const std::vector<int64_t>& q_pos,
+                                    bool write_rows) {
+      return device_chunk(run, who, W, cache, h, q_lens, q_pos, write_rows);
+    };
+    r.add({ref::kStage, id, name, doc, "cuda", ref::RungFns{like, f32, {}, chunk},
+           [like](const Shape& s) { return ref::step_cost(like, s); }, cost_doc});
+  };
+  add_chunk(ref::kPrefillRung, Variant::CC, &mla::prefill, "cuda prefill", "prefill (non-absorbed) on the GPU",
+            "chunk rows by the GEMM + RMSNorm + RoPE; K, V decompressed per head by the GEMM; stage 02's tiled kernel "
+            "with d_qk = nope + rope, d_v = v, causal bottom right",
+            "as the reference prefill rung (a decode step as CC; a chunk: chunk_cost(Decompressed, ...))");
+  add_chunk(ref::kChunkAbsorbedRung, Variant::A_CC_ME, &mla::chunk_absorbed, "cuda chunk_absorbed",
+            "chunk_absorbed (MTP verify, s_q tokens) on the GPU",
+            "the prefill's chunk rows; A_CC_ME's GEMMs and softmax over the latent cache, one batch entry per query "
+            "token, each limited to the rows it sees (causal bottom right); lse from the softmax kernel",
+            "as the reference chunk_absorbed rung (a decode step as A_CC_ME; a chunk: chunk_cost(Absorbed, ...))");
 }
 
 }  // namespace ladder::cuda

@@ -14,7 +14,7 @@
 // case is a prefill chunk: the blocks hold only each prefix, and the step first writes the chunk's rows from
 // h (W_DKV and kv_norm become needed; output kv_rows judges them). Every decode rung takes s_q > 1 as one
 // decode step per query token over the same pages (per_token below: the exact causal semantics, no shared
-// reads); the chunk rungs (prefill, chunk_absorbed; the CUDA prefill through RungFns::chunk_f32) run the chunk
+// reads); the chunk rungs (prefill, chunk_absorbed; their CUDA versions through RungFns::chunk_f32) run the chunk
 // whole. Each row of u, lse, scores and kv_rows is one token's own computation: the rule runs per row (a token;
 // a sequence when q_len = 1).
 #include <fmt/format.h>

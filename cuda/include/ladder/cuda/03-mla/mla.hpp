@@ -96,6 +96,23 @@ class PlantMaskOffByOne {
   PlantMaskOffByOne(const PlantMaskOffByOne&) = delete;
   PlantMaskOffByOne& operator=(const PlantMaskOffByOne&) = delete;
 };
+// MLA's absorbed chunk (ladder/03-mla/prefill.hpp, ChunkPath::Absorbed; the rung chunk_absorbed, FlashMLA's MQA mode
+// with s_q = q_lens[b] query tokens, MTP's verify step): the arguments and the rows written as prefill's; the
+// attention is A_CC_ME's over the latent cache as stored (d_qk = kv_lora + rope, d_v = kv_lora) for every token
+// of a sequence at once, token i seeing rows j <= prefix[b] + i; then u = W_O [W_UV o^lat].
+// Out: u [N, hidden], lse [N, H].
+void chunk_absorbed(const Weights& W, const std::vector<int64_t>& q_lens, const std::vector<int64_t>& prefix,
+                    int64_t Lmax, const float* h, const float* rope, float* kv, bool write_rows, float* u, float* lse);
+// For tests: while a PlantChunkSeesNext is alive, chunk_absorbed lets token i see one row more, j <= prefix + i + 1
+// (clamped at the sequence's last row): the causal mask off by one towards the future, which only s_q > 1 shows --
+// every token but a sequence's last sees its successor (tests/03-mla/test_mla_cuda_prefill.cpp). One at a time.
+class PlantChunkSeesNext {
+ public:
+  PlantChunkSeesNext();
+  ~PlantChunkSeesNext();
+  PlantChunkSeesNext(const PlantChunkSeesNext&) = delete;
+  PlantChunkSeesNext& operator=(const PlantChunkSeesNext&) = delete;
+};
 // AM's absorbed matrices through the same GEMM: W_absQ [H * kv_lora, q_lora], W_absO [hidden, H * kv_lora].
 void absorb_weights(const Weights& W, float* W_absQ, float* W_absO);
 

@@ -133,8 +133,9 @@ void launch_gemm(const Gemm& g, float* workspace);  // workspace: gemm_workspace
 void launch_rms_norm(float* x, const float* gain, int64_t rows, int64_t n, int64_t ld, float eps);
 void launch_rope(float* x, const float* rope, int64_t B, int64_t heads, int64_t d);
 void launch_concat_heads(const float* a, int64_t da, const float* b, int64_t db, float* out, int64_t rows);
+// lse (optional): each row's log-sum-exp of its scaled scores, [rows].
 void launch_scale_softmax(float* scores, float* attn, int64_t rows, int64_t Lmax, const int64_t* seqlens,
-                          int64_t rows_per_seq, float scale);
+                          int64_t rows_per_seq, float scale, float* lse = nullptr);
 void launch_copy_rope_part(const float* kv, int64_t kv_dim, int64_t off, int64_t rope, float* K, int64_t dk,
                            int64_t nope, int64_t B, int64_t H, int64_t Lmax, const int64_t* seqlens);
 void launch_replicate_rows(const float* kv, int64_t row_elems, float* out, int64_t B, int64_t H, int64_t Lmax,
