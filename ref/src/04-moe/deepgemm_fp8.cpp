@@ -25,7 +25,6 @@ struct Fp8In {
   Array<float> sa, sb;
 };
 
-int64_t align4(int64_t m) { return (m + 3) / 4 * 4; }
 
 // scales = "ue8m0_packed": sa, sb as SM100 takes them (ladder/04-moe/deepgemm.hpp), unpacked exactly into the fp32
 // forms [(G,) KB, ld] and [G, NB, KB]; the weight scales must repeat one value over each 128-row block.
@@ -208,7 +207,7 @@ Tensors deepgemm_fp8_inputs(const DeepGemmSpec& s, bool masked) {
           "fp32 | ue8m0 | ue8m0_packed", s.scales);
   Array<float> a = from_npy<float>(t.at("a"), "a"), b = from_npy<float>(t.at("b"), "b");
   const int64_t k = s.k, n = s.n, G = b.shape[0], KB = (k + 127) / 128, NB = (n + 127) / 128;
-  const int64_t slabs = masked ? G : 1, rows = static_cast<int64_t>(a.data.size()) / k / slabs, ld = detail::align4(rows);
+  const int64_t slabs = masked ? G : 1, rows = static_cast<int64_t>(a.data.size()) / k / slabs, ld = align4(rows);
   for (int64_t i = 0; i < slabs * rows; ++i)  // each 128-column block of k at its own magnitude
     for (int64_t c = 0; c < k; ++c) a.data[i * k + c] = std::ldexp(a.data[i * k + c], static_cast<int>((c / 128) % 3) * 2 - 2);
   Array<float> sa(masked ? Shape{G, KB, ld} : Shape{KB, ld}), sb({G, NB, KB});

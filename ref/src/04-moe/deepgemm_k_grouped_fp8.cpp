@@ -38,8 +38,7 @@
 namespace ladder::moe {
 namespace {
 
-constexpr const char* kWho = "04-moe/deepgemm_k_grouped_fp8";
-int64_t align4(int64_t x) { return (x + 3) / 4 * 4; }
+constexpr const char* kFp8KWho = "04-moe/deepgemm_k_grouped_fp8";
 
 struct KF {
   detail::KIn k;
@@ -51,20 +50,20 @@ std::string scale_form(const nlohmann::json& p) {
   if (!p.is_object() || !p.contains("scales")) return "fp32";
   const nlohmann::json& s = p.at("scales");
   require(s.is_string() && (s == "fp32" || s == "ue8m0" || s == "ue8m0_packed"), "{}: param scales = {} violates "
-          "\"fp32\" | \"ue8m0\" | \"ue8m0_packed\"", kWho, s.dump());
+          "\"fp32\" | \"ue8m0\" | \"ue8m0_packed\"", kFp8KWho, s.dump());
   return s.get<std::string>();
 }
 
 // scales ue8m0_packed: <i4 [sum_g ceil(ks[g]/512), align4(mn)] -> float32 [KB, align4(mn)], exactly.
 Array<float> unpack_groups(const NpyData& d, const detail::KIn& in, int64_t mn, const char* name) {
   require(d.dtype == DType::I4, "{}: input {} is {}, violates <i4 (param scales ue8m0_packed: four UE8M0 bytes to an "
-          "int32)", kWho, name, dtype_name(d.dtype));
+          "int32)", kFp8KWho, name, dtype_name(d.dtype));
   const Array<int32_t> p = from_npy<int32_t>(d, name);
   const int64_t ld = align4(mn);
   int64_t rows = 0;
   for (int64_t k : in.ks) rows += (k / 128 + 3) / 4;
   require(p.shape == (Shape{rows, ld}), "{}: input {} has shape {}, violates [sum_g ceil(ks[g]/512), align4({})] = {} "
-          "(each group's K blocks packed on their own)", kWho, name, shape_str(p.shape), mn, shape_str(Shape{rows, ld}));
+          "(each group's K blocks packed on their own)", kFp8KWho, name, shape_str(p.shape), mn, shape_str(Shape{rows, ld}));
   Array<float> out({in.K / 128, ld});
   int64_t row = 0, kb0 = 0;
   for (int64_t g = 0; g < in.G; ++g) {
@@ -80,24 +79,24 @@ Array<float> unpack_groups(const NpyData& d, const detail::KIn& in, int64_t mn, 
   return out;
 }
 
-KF read(const Tensors& t, const nlohmann::json& params) {
+KF read_fp8_k(const Tensors& t, const nlohmann::json& params) {
   KF f;
-  f.k = detail::read_k(kWho, t, params);
+  f.k = detail::read_k(kFp8KWho, t, params);
   const detail::KIn& in = f.k;
   for (int64_t g = 0; g < in.G; ++g)
     require(in.ks[g] % 128 == 0, "{}: input ks[{}] = {} violates a multiple of 128 (one scale per 128 rows of K; "
-            "DeepGEMM's FP8 k-grouped kernels assert k_alignment % 128 == 0)", kWho, g, in.ks[g]);
+            "DeepGEMM's FP8 k-grouped kernels assert k_alignment % 128 == 0)", kFp8KWho, g, in.ks[g]);
   f.KB = in.K / 128, f.lda = align4(in.m), f.ldb = align4(in.n);
   const std::string form = scale_form(params);
   if (form == "ue8m0_packed") {
-    f.sa = unpack_groups(tensor(t, "sa", kWho), in, in.m, "sa");
-    f.sb = unpack_groups(tensor(t, "sb", kWho), in, in.n, "sb");
+    f.sa = unpack_groups(tensor(t, "sa", kFp8KWho), in, in.m, "sa");
+    f.sb = unpack_groups(tensor(t, "sb", kFp8KWho), in, in.n, "sb");
   } else {
-    f.sa = from_npy<float>(tensor(t, "sa", kWho), "input sa");
-    f.sb = from_npy<float>(tensor(t, "sb", kWho), "input sb");
+    f.sa = from_npy<float>(tensor(t, "sa", kFp8KWho), "input sa");
+    f.sb = from_npy<float>(tensor(t, "sb", kFp8KWho), "input sb");
     for (const auto& [name, s, ld] : {std::tuple{"sa", &f.sa, f.lda}, std::tuple{"sb", &f.sb, f.ldb}})
       require(s->shape == (Shape{f.KB, ld}), "{}: input {} has shape {}, violates [sum(ks)/128, align4({})] = {} (one "
-              "scale per 128 rows of K per column, MN-major, each row padded to a multiple of 4 for TMA)", kWho, name,
+              "scale per 128 rows of K per column, MN-major, each row padded to a multiple of 4 for TMA)", kFp8KWho, name,
               shape_str(s->shape), name[1] == 'a' ? "m" : "n", shape_str(Shape{f.KB, ld}));
   }
   for (const auto& [name, s, mn, ld] : {std::tuple{"sa", &f.sa, in.m, f.lda}, std::tuple{"sb", &f.sb, in.n, f.ldb}})
@@ -106,12 +105,12 @@ KF read(const Tensors& t, const nlohmann::json& params) {
         const float v = s->data[kb * ld + i];
         int e = 0;
         require(std::isfinite(v) && v > 0 && (form == "fp32" || std::frexp(v, &e) == 0.5f), "{}: input {}[{}, {}] = {} "
-                "violates a finite scale > 0{}", kWho, name, kb, i, v, form == "fp32" ? "" : ", a power of two (UE8M0)");
+                "violates a finite scale > 0{}", kFp8KWho, name, kb, i, v, form == "fp32" ? "" : ", a power of two (UE8M0)");
       }
   for (const auto& [name, arr] : {std::pair{"a", &in.a}, std::pair{"b", &in.b}})
     for (size_t i = 0; i < arr->data.size(); ++i)
       require(formats::from_e4m3(formats::to_e4m3(arr->data[i])) == arr->data[i], "{}: input {}[{}] = {} violates an "
-              "E4M3 value (the FP8 codes as float32)", kWho, name, i, arr->data[i]);
+              "E4M3 value (the FP8 codes as float32)", kFp8KWho, name, i, arr->data[i]);
   return f;
 }
 
@@ -170,7 +169,7 @@ struct Oracle {  // d = c + o in float64
   double empty(const detail::KIn& k, int64_t g, int64_t i, int64_t j) const { return c_at(k, g, i, j); }
 };
 
-struct Rung {  // stage 07's fp8_block_dot per element (acc_bits, promoted every 128), then fl32(c + y)
+struct BlockDotRung {  // stage 07's fp8_block_dot per element (acc_bits, promoted every 128), then fl32(c + y)
   const detail::KIn* in;
   precision::Fp8Recipe r;
   Mat<float> operator()(const Ops& o, int64_t) const {
@@ -197,14 +196,14 @@ struct Rung {  // stage 07's fp8_block_dot per element (acc_bits, promoted every
 }  // namespace
 
 Tensors deepgemm_k_grouped_fp8_rung(const Tensors& t, const nlohmann::json& params, int acc_bits) {
-  const KF f = read(t, params);
-  Rung rung{&f.k, {}};
+  const KF f = read_fp8_k(t, params);
+  BlockDotRung rung{&f.k, {}};
   rung.r.acc_bits = acc_bits;
   return {{"d", to_npy(per_group<float>(f, rung))}};
 }
 
 Tensors deepgemm_k_grouped_fp8_run(const Tensors& t, const nlohmann::json& params, KFp8Bug bug) {
-  KF f = read(t, params);
+  KF f = read_fp8_k(t, params);
   detail::KIn& in = f.k;
   if (bug == KFp8Bug::boundary_shift) {  // the boundary between the first two non-empty groups one row late
     std::vector<int64_t> full;
@@ -234,8 +233,8 @@ Tensors deepgemm_k_grouped_fp8_run(const Tensors& t, const nlohmann::json& param
 
 Tensors deepgemm_k_grouped_fp8_inputs(const DeepGemmKSpec& s) {
   require(s.scales == "fp32" || s.scales == "ue8m0" || s.scales == "ue8m0_packed", "{}: scales = {} violates fp32 | "
-          "ue8m0 | ue8m0_packed", kWho, s.scales);
-  for (int64_t k : s.ks) require(k % 128 == 0, "{}: ks = {} violates a multiple of 128 (the scale block along K)", kWho, k);
+          "ue8m0 | ue8m0_packed", kFp8KWho, s.scales);
+  for (int64_t k : s.ks) require(k % 128 == 0, "{}: ks = {} violates a multiple of 128 (the scale block along K)", kFp8KWho, k);
   Tensors t = deepgemm_k_grouped_inputs(s);  // the float32 case: each group at its own magnitude
   const quant::ScaleRule rule = s.scales == "fp32" ? quant::ScaleRule::amax : quant::ScaleRule::pow2;
   const int64_t K = t.at("a").shape[0], KB = K / 128;
@@ -314,12 +313,12 @@ Contract contract_04_moe_deepgemm_k_grouped_fp8() {
   c.oracle_doc = "per group, stage 07's fp8_oracle (sum at float64 of the dequantised products), plus c";
   c.baseline_doc = "stage 07's fp8_block_dot (14-bit accumulator, promoted every 128) per element, plus c in float32";
   c.oracle = [](const Tensors& t, const nlohmann::json& p) {
-    const KF f = read(t, p);
+    const KF f = read_fp8_k(t, p);
     return Tensors{{"d", to_npy(per_group<double>(f, Oracle{&f.k}))}};
   };
   c.baseline = [](const Tensors& t, const nlohmann::json& p, DType) { return deepgemm_k_grouped_fp8_rung(t, p, 14); };
   c.outputs[0].bound = [](const Tensors& t, const nlohmann::json& p, const Tensors&) {
-    const KF f = read(t, p);
+    const KF f = read_fp8_k(t, p);
     const moe::detail::KIn& in = f.k;
     const precision::Fp8Recipe r;
     Array<double> b({in.G, in.m, in.n});

@@ -10,7 +10,6 @@
 namespace ladder::moe {
 
 namespace {
-int64_t align4(int64_t m) { return (m + 3) / 4 * 4; }
 }  // namespace
 
 Array<int32_t> pack_ue8m0(const Array<float>& sf) {

@@ -107,6 +107,10 @@ Tensors deepgemm_run_ragged(const std::string& layout, const Tensors& inputs, co
 Array<float> deepgemm_ragged_d(const std::string& layout, const Tensors& inputs, const nlohmann::json& params);
 Tensors deepgemm_with_ints(Tensors inputs, const std::string& name, const std::vector<int64_t>& values);
 
+// The scale tensors' MN extent padded to a multiple of 4 floats (16 bytes, TMA's alignment; DeepGEMM's
+// get_mn_major_tma_aligned_tensor).
+inline int64_t align4(int64_t mn) { return (mn + 3) / 4 * 4; }
+
 // The k-grouped layout "04-moe/deepgemm_k_grouped" (MoE weight gradient; the facts in deepgemm_k_grouped.cpp's
 // header): a [sum(ks), m], b [sum(ks), n], ks <i4 [num_groups], optional c [num_groups, m, n];
 // d[g] = c[g] + a[K_g]^T b[K_g] over group g's rows. float32 values (FP8: kDeepGemmKGroupedFp8 below).
