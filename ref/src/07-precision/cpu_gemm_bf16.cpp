@@ -13,9 +13,11 @@
 //   DAZ: done at packing (a bf16 subnormal becomes the float32 zero of its sign), so no operand the kernel
 //        sees is subnormal (inputs DAZ'd, the accumulator FTZ'd) and MXCSR.DAZ is not needed;
 //   fma32 with RNE: one VFMADD231PS, rounded as MXCSR.RC = nearest;
-//   FTZ: MXCSR.FZ with underflow masked returns the zero of the true result's sign whenever the result is
-//        tiny (SDM vol. 1, 10.2.3.3 and 4.9.1.5: x86 detects tininess after rounding, with an unbounded
-//        exponent -- the contract's rule, exact subnormal results included).
+//   FTZ: MXCSR.FZ with underflow masked returns tiny results as the zero of the true result's sign (SDM
+//        vol. 1, 10.2.3.3 and 11.5.2.5), tiny meaning "the magnitude of the rounded result, with unbounded
+//        exponent, is less than the smallest normalized" value (11.5.2.5): tininess after rounding, the
+//        contract's rule. That exact subnormal results are flushed too, and the 2^-126 boundary, are checked
+//        on the machine by test_cpu_gemm.cpp's corner cases (a CPU that differed would fail them).
 // The two steps per pair are two FMAs, odd element first, on float32 operands packed from the bf16 codes
 // (code << 16, exact): a [mp][kp][MR][2] (odd, even), b [np][kp][2][16] (16 odd, then 16 even), as bits.
 #include <immintrin.h>

@@ -26,8 +26,8 @@
 //   tininess after rounding) -- becomes the zero of its sign. Each c_ij is one fixed chain of steps, so
 //   register and cache blocking cannot change it. NaN payloads are not part of the contract (a NaN input
 //   gives a NaN); everything else, infinities and signed zeros included, is bit for bit. Paths: avx512 =
-//   AVX512_BF16 (VDPBF16PS), avx2 = AVX2 + FMA (two VFMADD231PS per pair, odd element first, under an MXCSR
-//   with DAZ, FTZ and round-to-nearest-even set for the kernel's duration), portable = plain C++.
+//   AVX512_BF16 (VDPBF16PS), avx2 = AVX2 + FMA (two VFMADD231PS per pair, odd element first; DAZ applied
+//   when packing, FTZ and round-to-nearest-even by MXCSR, set for the kernel's duration), portable = C++.
 #pragma once
 #include <cstdint>
 
