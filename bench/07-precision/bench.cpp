@@ -128,7 +128,8 @@ std::string avx2_check(int s, bool int8) {
       return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y);
     });
   }
-  return g_checked[key] = same ? "" : fmt::format("{}: the avx2 path differs from the automatic one", int8 ? "int8" : "bf16");
+  return g_checked[key] = same ? "" : fmt::format("{}: the avx2 path differs from the automatic one",
+                                                   int8 ? "int8" : "bf16");
 }
 
 // oneDNN's matmul, or none where it has no implementation (oneDNN 2.6 has no bf16 matmul below AVX-512,

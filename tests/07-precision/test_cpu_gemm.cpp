@@ -5,8 +5,8 @@
 //         M and N of 1, 7, 129) and at the extremes (-128 x -128 and -128 x 127 over the largest K).
 //         Planted: AVX2's usual VPMADDUBSW route (saturating int16 pair sums) must differ from the reference
 //         (why the avx2 path sign-extends to int16 and uses VPMADDWD instead).
-//   bf16: the same bits as the portable chain (avx512: the instruction, avx2: FMA under MXCSR.FZ) on awkward shapes and on values made to hit the contract's
-//         corners (cancellation, subnormal inputs, results near 2^-126, signed zeros, infinities); within the
+//   bf16: the same bits as the portable chain (avx512: the instruction; avx2: FMA under MXCSR.FZ) on
+//         awkward shapes and on values made to hit the contract's corners (cancellation, subnormal inputs, results near 2^-126, signed zeros, infinities); within the
 //         float32 summation bound of the fp64 product. Planted: a chain with the even element first and
 //         one without FTZ must differ from the instruction (the contract is not vacuous).
 #include <doctest/doctest.h>
@@ -73,7 +73,8 @@ __attribute__((target("avx2"))) int32_t maddubs_dot(const int8_t* a, const int8_
   __m256i acc = _mm256_setzero_si256();
   int32_t corr = 0;
   for (int64_t kk = 0; kk < k; kk += 32) {
-    const __m256i x = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + kk)), _mm256_set1_epi8(-128));
+    const __m256i x =
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + kk)), _mm256_set1_epi8(-128));
     const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kk));
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1)));
   }
@@ -89,7 +90,8 @@ __attribute__((target("avx2"))) int32_t maddubs_dot(const int8_t* a, const int8_
 TEST_CASE("cpu_gemm int8: every path gives gemm_s8s8s32's int32 sums on awkward shapes") {
   const auto paths = fast_paths(int8_path_available, {CpuPath::avx512, CpuPath::avx, CpuPath::avx2, CpuPath::portable});
   MESSAGE("int8 automatic path on this CPU: " << std::string(cpu_path_name(int8_path())));
-  if (const char* env = std::getenv("LADDER_CPU_PATH"); env && std::string(env) == "avx2" && int8_path_available(CpuPath::avx2)) {
+  const char* env = std::getenv("LADDER_CPU_PATH");
+  if (env && std::string(env) == "avx2" && int8_path_available(CpuPath::avx2)) {
     CHECK(int8_path() == CpuPath::avx2);  // the cap: no VNNI path under LADDER_CPU_PATH=avx2
     CHECK(bf16_path() == CpuPath::avx2);
   }

@@ -171,6 +171,7 @@ __attribute__((target("avx512f,avx512bf16"))) void kernel_avx512(const uint32_t*
   LADDER_ROWS(LADDER_STORE)
 #undef LADDER_STORE
 }
+
 // One MR x 16 tile over kp k-pairs, AVX2 + FMA, under kMxcsrFtz (run_packed sets it); float32 operands
 // (the layout above; 15 registers: 12 sums, 2 of b, 1 of a). Every sum takes its pair's odd step, then its
 // even step. noinline: the caller's MXCSR writes stay outside every FMA.
