@@ -7,17 +7,22 @@
 //                                      (4096 assignments over 8 experts: 512 rows; D = 7168, F = 2048)
 //   1  expert_down  512 x 2048 x 7168  the same expert's down projection
 //   2  square       4096 x 4096 x 4096
-// BM_int8/<shape>/<0 ladder | 1 oneDNN>, BM_bf16/<shape>/<impl>; counter GOP/s = 2 m k n / time. Both sides
-// take row-major operands as they are and pack inside the timed call, on all OpenMP threads. Before timing,
-// each shape's int8 results are compared with oneDNN's (exact: they must be equal) and the bf16 ones within
-// the float32 summation bound; a mismatch fails the benchmark. The summary line per shape:
-//   precision <shape>: int8 ladder/oneDNN R (x GOP/s vs y), bf16 ladder/oneDNN S (...)
+// BM_int8/<shape>/<0 ladder | 1 oneDNN | 2 ladder's avx2 path>, BM_bf16/<shape>/<impl>; counter GOP/s =
+// 2 m k n / time. Impl 0 runs the automatic path (the widest this CPU has), impl 2 the AVX2 one forced (what
+// a CPU without AVX-512 and VNNI runs; skipped where there is no AVX2). Both sides take row-major operands as
+// they are and pack inside the timed call, on all OpenMP threads. Before timing, each shape's int8 results
+// are compared with oneDNN's (exact: they must be equal) and the bf16 ones within the float32 summation
+// bound, and the avx2 path's with the automatic path's (the same bits); a mismatch fails the benchmark. The
+// summary line per shape:
+//   precision <shape>: int8 ladder/oneDNN R (x GOP/s vs y); bf16 ...; int8 avx2/oneDNN R2 (...); bf16 avx2 ...
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,7 +84,8 @@ std::string cross_check(int s, bool int8, OnednnMatmul& mm) {
     std::vector<int32_t> peer(o.c32.size());
     precision::gemm_s8s8s32_cpu(o.a8.data(), o.b8.data(), o.c32.data(), d.m, d.k, d.n);
     mm.run(o.a8.data(), o.b8.data(), peer.data());
-    if (peer != o.c32) err = "int8: ladder's sums differ from oneDNN's s8s8s32";
+    if (peer != o.c32)  // e.g. oneDNN's kernels without VNNI, which saturate (chapter 07 §10)
+      err = fmt::format("int8: ladder's sums differ from oneDNN's s8s8s32 ({})", mm.impl());
   } else {
     std::vector<float> peer(o.cf.size());
     precision::gemm_bf16_cpu(o.a16.data(), o.b16.data(), o.cf.data(), d.m, d.k, d.n);
@@ -102,25 +108,64 @@ std::string cross_check(int s, bool int8, OnednnMatmul& mm) {
   return g_checked[key] = err;
 }
 
+// The avx2 path's result against the automatic path's (once per shape and type): the same bits.
+std::string avx2_check(int s, bool int8) {
+  auto key = std::make_pair(s + 100, int8);
+  if (g_checked.count(key)) return g_checked[key];
+  const Dims d = kDims[s];
+  Operands& o = operands(s);
+  bool same;
+  if (int8) {
+    std::vector<int32_t> ours(o.c32.size());
+    precision::gemm_s8s8s32_cpu(o.a8.data(), o.b8.data(), o.c32.data(), d.m, d.k, d.n);
+    precision::gemm_s8s8s32_cpu(o.a8.data(), o.b8.data(), ours.data(), d.m, d.k, d.n, precision::CpuPath::avx2);
+    same = ours == o.c32;
+  } else {
+    std::vector<float> ours(o.cf.size());
+    precision::gemm_bf16_cpu(o.a16.data(), o.b16.data(), o.cf.data(), d.m, d.k, d.n);
+    precision::gemm_bf16_cpu(o.a16.data(), o.b16.data(), ours.data(), d.m, d.k, d.n, precision::CpuPath::avx2);
+    same = std::equal(ours.begin(), ours.end(), o.cf.begin(), [](float x, float y) {
+      return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y);
+    });
+  }
+  return g_checked[key] = same ? "" : fmt::format("{}: the avx2 path differs from the automatic one",
+                                                   int8 ? "int8" : "bf16");
+}
+
+// oneDNN's matmul, or none where it has no implementation (oneDNN 2.6 has no bf16 matmul below AVX-512,
+// e.g. on an AVX2-only CPU or under DNNL_MAX_CPU_ISA=AVX2: creating it throws).
+std::unique_ptr<OnednnMatmul> make_peer(const Dims& d, OnednnMatmul::Type t) {
+  try {
+    return std::make_unique<OnednnMatmul>(d.m, d.k, d.n, t);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 void BM_int8(benchmark::State& st) {
   const int s = int(st.range(0));
   const Dims d = kDims[s];
   Operands& o = operands(s);
-  if (st.range(1) == 0) {
+  if (st.range(1) != 1) {
+    const bool avx2 = st.range(1) == 2;
+    if (avx2 && !precision::int8_path_available(precision::CpuPath::avx2)) return st.SkipWithError("no AVX2");
+    if (const std::string e = avx2 ? avx2_check(s, true) : ""; !e.empty()) return st.SkipWithError(e.c_str());
+    const auto path = avx2 ? precision::CpuPath::avx2 : precision::CpuPath::automatic;
     for (auto _ : st) {
-      precision::gemm_s8s8s32_cpu(o.a8.data(), o.b8.data(), o.c32.data(), d.m, d.k, d.n);
+      precision::gemm_s8s8s32_cpu(o.a8.data(), o.b8.data(), o.c32.data(), d.m, d.k, d.n, path);
       benchmark::DoNotOptimize(o.c32.data());
     }
-    st.SetLabel(precision::cpu_path_name(precision::int8_path()));
+    st.SetLabel(precision::cpu_path_name(avx2 ? path : precision::int8_path()));
   } else {
     if (!OnednnMatmul::available()) return st.SkipWithError(OnednnMatmul::missing_reason().c_str());
-    OnednnMatmul mm(d.m, d.k, d.n, OnednnMatmul::Type::s8s8s32);
-    if (const std::string e = cross_check(s, true, mm); !e.empty()) return st.SkipWithError(e.c_str());
+    const auto mm = make_peer(d, OnednnMatmul::Type::s8s8s32);
+    if (!mm) return st.SkipWithError("oneDNN has no s8s8s32 matmul on this CPU");
+    if (const std::string e = cross_check(s, true, *mm); !e.empty()) return st.SkipWithError(e.c_str());
     for (auto _ : st) {
-      mm.run(o.a8.data(), o.b8.data(), o.c32.data());
+      mm->run(o.a8.data(), o.b8.data(), o.c32.data());
       benchmark::DoNotOptimize(o.c32.data());
     }
-    st.SetLabel(mm.impl());
+    st.SetLabel(mm->impl());
   }
   rate(st, d);
 }
@@ -129,28 +174,33 @@ void BM_bf16(benchmark::State& st) {
   const int s = int(st.range(0));
   const Dims d = kDims[s];
   Operands& o = operands(s);
-  if (st.range(1) == 0) {
+  if (st.range(1) != 1) {
+    const bool avx2 = st.range(1) == 2;
+    if (avx2 && !precision::bf16_path_available(precision::CpuPath::avx2)) return st.SkipWithError("no AVX2");
+    if (const std::string e = avx2 ? avx2_check(s, false) : ""; !e.empty()) return st.SkipWithError(e.c_str());
+    const auto path = avx2 ? precision::CpuPath::avx2 : precision::CpuPath::automatic;
     for (auto _ : st) {
-      precision::gemm_bf16_cpu(o.a16.data(), o.b16.data(), o.cf.data(), d.m, d.k, d.n);
+      precision::gemm_bf16_cpu(o.a16.data(), o.b16.data(), o.cf.data(), d.m, d.k, d.n, path);
       benchmark::DoNotOptimize(o.cf.data());
     }
-    st.SetLabel(precision::cpu_path_name(precision::bf16_path()));
+    st.SetLabel(precision::cpu_path_name(avx2 ? path : precision::bf16_path()));
   } else {
     if (!OnednnMatmul::available()) return st.SkipWithError(OnednnMatmul::missing_reason().c_str());
-    OnednnMatmul mm(d.m, d.k, d.n, OnednnMatmul::Type::bf16f32);
-    if (const std::string e = cross_check(s, false, mm); !e.empty()) return st.SkipWithError(e.c_str());
+    const auto mm = make_peer(d, OnednnMatmul::Type::bf16f32);
+    if (!mm) return st.SkipWithError("oneDNN has no bf16 matmul on this CPU");
+    if (const std::string e = cross_check(s, false, *mm); !e.empty()) return st.SkipWithError(e.c_str());
     for (auto _ : st) {
-      mm.run(o.a16.data(), o.b16.data(), o.cf.data());
+      mm->run(o.a16.data(), o.b16.data(), o.cf.data());
       benchmark::DoNotOptimize(o.cf.data());
     }
-    st.SetLabel(mm.impl());
+    st.SetLabel(mm->impl());
   }
   rate(st, d);
 }
 
-// Shape-major, so one shape's operands serve all four of its benchmarks.
+// Shape-major, so one shape's operands serve all six of its benchmarks.
 void args(benchmark::internal::Benchmark* b) {
-  for (int s = 0; s < 3; ++s) b->Args({s, 0})->Args({s, 1});
+  for (int s = 0; s < 3; ++s) b->Args({s, 0})->Args({s, 1})->Args({s, 2});
 }
 
 class Summary : public benchmark::ConsoleReporter {
@@ -173,11 +223,12 @@ class Summary : public benchmark::ConsoleReporter {
     fmt::print("precision peer: {}\n", OnednnMatmul::version());
     for (int s = 0; s < 3; ++s) {
       std::string line = fmt::format("precision {}:", kDims[s].name);
-      for (const char* t : {"BM_int8", "BM_bf16"}) {
-        const double ours = med(fmt::format("{}/{}/0", t, s)), peer = med(fmt::format("{}/{}/1", t, s));
-        line += fmt::format(" {} ladder/oneDNN {} ({:.0f} vs {:.0f} GOP/s);", t + 3,
-                            peer > 0 ? fmt::format("{:.2f}", ours / peer) : std::string("- (no peer)"), ours, peer);
-      }
+      for (int impl : {0, 2})
+        for (const char* t : {"BM_int8", "BM_bf16"}) {
+          const double ours = med(fmt::format("{}/{}/{}", t, s, impl)), peer = med(fmt::format("{}/{}/1", t, s));
+          line += fmt::format(" {} {}/oneDNN {} ({:.0f} vs {:.0f} GOP/s);", t + 3, impl ? "avx2" : "ladder",
+                              peer > 0 ? fmt::format("{:.2f}", ours / peer) : std::string("- (no peer)"), ours, peer);
+        }
       fmt::print("{}\n", line);
     }
   }

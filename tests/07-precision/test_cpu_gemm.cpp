@@ -3,15 +3,19 @@
 // forced by the path parameter; a path the CPU lacks is named in a MESSAGE, never skipped silently):
 //   int8: the same int32 sums as gemm_s8s8s32 (a8w8.hpp) on awkward shapes (K not a multiple of 4 or 64,
 //         M and N of 1, 7, 129) and at the extremes (-128 x -128 and -128 x 127 over the largest K).
-//   bf16: the same bits as the portable chain on awkward shapes and on values made to hit the contract's
-//         corners (cancellation, subnormal inputs, results near 2^-126, signed zeros, infinities); within the
+//         Planted: AVX2's usual VPMADDUBSW route (saturating int16 pair sums) must differ from the reference
+//         (why the avx2 path sign-extends to int16 and uses VPMADDWD instead).
+//   bf16: the same bits as the portable chain (avx512: the instruction; avx2: FMA under MXCSR.FZ) on
+//         awkward shapes and on values made to hit the contract's corners (cancellation, subnormal inputs, results near 2^-126, signed zeros, infinities); within the
 //         float32 summation bound of the fp64 product. Planted: a chain with the even element first and
 //         one without FTZ must differ from the instruction (the contract is not vacuous).
 #include <doctest/doctest.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -62,11 +66,35 @@ std::vector<int32_t> int8_run(const std::vector<int8_t>& a, const std::vector<in
   return c;
 }
 
+// Planted: the usual AVX2 int8 dot product, VPMADDUBSW on (a + 128) unsigned x b signed with its int16 pair
+// sums SATURATED, VPMADDWD by 1 to int32, minus 128 sum b; k a multiple of 32. Exact only while no pair of
+// products passes 32767.
+__attribute__((target("avx2"))) int32_t maddubs_dot(const int8_t* a, const int8_t* b, int64_t k) {
+  __m256i acc = _mm256_setzero_si256();
+  int32_t corr = 0;
+  for (int64_t kk = 0; kk < k; kk += 32) {
+    const __m256i x =
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + kk)), _mm256_set1_epi8(-128));
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kk));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1)));
+  }
+  for (int64_t kk = 0; kk < k; ++kk) corr -= 128 * b[kk];
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+  for (int32_t v : lanes) corr += v;
+  return corr;
+}
+
 }  // namespace
 
 TEST_CASE("cpu_gemm int8: every path gives gemm_s8s8s32's int32 sums on awkward shapes") {
-  const auto paths = fast_paths(int8_path_available, {CpuPath::avx512, CpuPath::avx, CpuPath::portable});
+  const auto paths = fast_paths(int8_path_available, {CpuPath::avx512, CpuPath::avx, CpuPath::avx2, CpuPath::portable});
   MESSAGE("int8 automatic path on this CPU: " << std::string(cpu_path_name(int8_path())));
+  const char* env = std::getenv("LADDER_CPU_PATH");
+  if (env && std::string(env) == "avx2" && int8_path_available(CpuPath::avx2)) {
+    CHECK(int8_path() == CpuPath::avx2);  // the cap: no VNNI path under LADDER_CPU_PATH=avx2
+    CHECK(bf16_path() == CpuPath::avx2);
+  }
   for (const Dims s : kShapes) {
     const auto a = random_s8(static_cast<size_t>(s.m * s.k), 11), b = random_s8(static_cast<size_t>(s.k * s.n), 12);
     const auto want = int8_ref(a, b, s);
@@ -78,7 +106,7 @@ TEST_CASE("cpu_gemm int8: every path gives gemm_s8s8s32's int32 sums on awkward 
 }
 
 TEST_CASE("cpu_gemm int8: extreme values over the largest K stay exact (-128 x -128, -128 x 127)") {
-  const auto paths = fast_paths(int8_path_available, {CpuPath::avx512, CpuPath::avx, CpuPath::portable});
+  const auto paths = fast_paths(int8_path_available, {CpuPath::avx512, CpuPath::avx, CpuPath::avx2, CpuPath::portable});
   const Dims s{7, kA8W8MaxK, 65};
   std::vector<int8_t> a(static_cast<size_t>(s.m * s.k), -128), b(static_cast<size_t>(s.k * s.n), -128);
   for (int64_t kk = 0; kk < s.k; ++kk) b[static_cast<size_t>(kk * s.n + 1)] = 127;  // column 1: the negative extreme
@@ -104,6 +132,31 @@ TEST_CASE("cpu_gemm int8: a changed sum is seen (the comparison is not vacuous)"
   std::vector<int8_t> shifted_a(a.size());
   for (size_t i = 0; i < a.size(); ++i) shifted_a[i] = static_cast<int8_t>(a[i] ^ 0x80);  // (a + 128) - 256 [a >= 0]
   CHECK(int8_run(shifted_a, b, s, CpuPath::automatic) != int8_ref(a, b, s));
+}
+
+TEST_CASE("cpu_gemm int8: AVX2's saturating VPMADDUBSW route is wrong, its VPMADDWD path is not (planted)") {
+  if (!int8_path_available(CpuPath::avx2)) {
+    MESSAGE("this CPU has no avx2 path: not tested here");
+    return;
+  }
+  // a = b = 127 everywhere: each pair is 2 255 127 = 64770, saturated to 32767. Random operands: some pair
+  // of a row and a column passes 32767 too. The avx2 path gives the reference's sums on both.
+  for (const bool extreme : {true, false}) {
+    const Dims s{3, 4096, 5};
+    auto a = random_s8(static_cast<size_t>(s.m * s.k), 41), b = random_s8(static_cast<size_t>(s.k * s.n), 42);
+    if (extreme) std::fill(a.begin(), a.end(), 127), std::fill(b.begin(), b.end(), 127);
+    const auto want = int8_ref(a, b, s);
+    CHECK(int8_run(a, b, s, CpuPath::avx2) == want);
+    int wrong = 0;
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        std::vector<int8_t> col(static_cast<size_t>(s.k));
+        for (int64_t kk = 0; kk < s.k; ++kk) col[size_t(kk)] = b[size_t(kk * s.n + j)];
+        wrong += maddubs_dot(a.data() + i * s.k, col.data(), s.k) != want[size_t(i * s.n + j)];
+      }
+    INFO("extreme operands: " << extreme);
+    CHECK(wrong == s.m * s.n);
+  }
 }
 
 namespace {
@@ -141,8 +194,8 @@ bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
 
 }  // namespace
 
-TEST_CASE("cpu_gemm bf16: the AVX512_BF16 path gives the portable chain's bits") {
-  const auto paths = fast_paths(bf16_path_available, {CpuPath::avx512});
+TEST_CASE("cpu_gemm bf16: the AVX512_BF16 and AVX2 paths give the portable chain's bits") {
+  const auto paths = fast_paths(bf16_path_available, {CpuPath::avx512, CpuPath::avx2});
   MESSAGE("bf16 automatic path on this CPU: " << std::string(cpu_path_name(bf16_path())));
   for (int mode : {0, 1})
     for (const Dims s : kShapes) {
@@ -168,7 +221,7 @@ TEST_CASE("cpu_gemm bf16: the contract's corners, and two planted chains that di
     gemm_bf16_cpu(a.data(), b.data(), &c, 1, static_cast<int64_t>(a.size()), 1, p);
     return c;
   };
-  for (CpuPath p : fast_paths(bf16_path_available, {CpuPath::avx512, CpuPath::portable})) {
+  for (CpuPath p : fast_paths(bf16_path_available, {CpuPath::avx512, CpuPath::avx2, CpuPath::portable})) {
     INFO("path " << std::string(cpu_path_name(p)));
     CHECK(chain({0, 1, -1, 0x1p-15f}, {0, 1, 1, 0x1p-15f}, p) == 0.0f);    // 1, + 2^-30 -> 1, - 1 -> 0 (odd first)
     CHECK(chain({0, 1, 1, 1}, {0, 0x1p24f, 1, 1}, p) == 0x1p24f);          // 2^24 + 1 -> 2^24 (tie, even), + 1 -> 2^24

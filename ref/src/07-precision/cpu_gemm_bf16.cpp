@@ -1,11 +1,25 @@
 // ref/src/07-precision/cpu_gemm_bf16.cpp -- the bf16 GEMM's CPU paths (ladder/07-precision/cpu_gemm.hpp): an
-// AVX512_BF16 kernel (VDPBF16PS) behind a function attribute, chosen at run time, and the portable loop that
-// reproduces the instruction's arithmetic bit for bit (the contract in the header).
+// AVX512_BF16 kernel (VDPBF16PS) and an AVX2 + FMA one behind function attributes, chosen at run time, and
+// the portable loop that reproduces the instruction's arithmetic bit for bit (the contract in the header).
 //
 // Packing as the int8 GEMM's (cpu_gemm_int8.cpp), with pairs of k for groups of 4: b in panels of 64 columns,
 // pair p of column c one dword (b[2p][c] low half = the instruction's even element, b[2p+1][c] high half);
 // a in panels of MR rows, pair p of row r one dword; zero past k, m and n. A zero pad element adds
 // fma(+-0, y, acc) to the chain, which the portable loop adds too (it can turn an accumulated -0 into +0).
+//
+// AVX2 + FMA: the contract's steps as VFMADD231PS, whose arithmetic MXCSR controls (Intel SDM vol. 1,
+// 10.2.3 "MXCSR control and status register"), so the kernel runs under MXCSR = 0x9F80 (all exceptions
+// masked, round to nearest even, FZ set), restored afterwards, on each OpenMP thread:
+//   DAZ: done at packing (a bf16 subnormal becomes the float32 zero of its sign), so no operand the kernel
+//        sees is subnormal (inputs DAZ'd, the accumulator FTZ'd) and MXCSR.DAZ is not needed;
+//   fma32 with RNE: one VFMADD231PS, rounded as MXCSR.RC = nearest;
+//   FTZ: MXCSR.FZ with underflow masked returns tiny results as the zero of the true result's sign (SDM
+//        vol. 1, 10.2.3.3 and 11.5.2.5), tiny meaning "the magnitude of the rounded result, with unbounded
+//        exponent, is less than the smallest normalized" value (11.5.2.5): tininess after rounding, the
+//        contract's rule. That exact subnormal results are flushed too, and the 2^-126 boundary, are checked
+//        on the machine by test_cpu_gemm.cpp's corner cases (a CPU that differed would fail them).
+// The two steps per pair are two FMAs, odd element first, on float32 operands packed from the bf16 codes
+// (code << 16, exact): a [mp][kp][MR][2] (odd, even), b [np][kp][2][16] (16 odd, then 16 even), as bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -20,11 +34,12 @@
 namespace ladder::precision {
 namespace {
 
-constexpr int64_t kMR = 6, kNR = 64;
+constexpr int64_t kMR = 6;
+constexpr unsigned kMxcsrFtz = 0x9F80;  // exception masks (0x1F80), RC = nearest (0), FZ (0x8000), no DAZ
 
-inline float daz(uint16_t x) {
-  return formats::from_bf16((x & 0x7F80u) == 0 ? static_cast<uint16_t>(x & 0x8000u) : x);
-}
+inline uint16_t daz_code(uint16_t x) { return (x & 0x7F80u) == 0 ? static_cast<uint16_t>(x & 0x8000u) : x; }
+
+inline float daz(uint16_t x) { return formats::from_bf16(daz_code(x)); }
 
 // FTZ(fma32(x, y, acc)) for DAZ'd float32 values x, y (the contract's step).
 inline float step(float acc, float x, float y) {
@@ -45,20 +60,56 @@ inline float step(float acc, float x, float y) {
 }
 
 struct PackedBf16 {
-  int64_t kp = 0, mp = 0, np = 0;  // k-pairs, row panels, column panels
-  std::vector<uint32_t> a, b;      // [mp][kp][MR], [np][kp][NR]
+  int64_t nr = 0, kp = 0, mp = 0, np = 0;  // NR, k-pairs, row panels, column panels
+  bool f32 = false;                        // AVX2's float32 operands (the layout above)
+  std::vector<uint32_t> a, b;              // [mp][kp][MR], [np][kp][NR] (bf16 pairs) or float32 bits
 };
 
+// AVX2's operands: float32 bits of the DAZ'd codes, zero past k, m and n.
+void pack_f32(PackedBf16& p, const uint16_t* a, const uint16_t* b, int64_t m, int64_t k, int64_t n) {
+  const int64_t nr = p.nr;
+  p.a.resize(static_cast<size_t>(p.mp * p.kp * kMR * 2));
+  p.b.resize(static_cast<size_t>(p.np * p.kp * 2 * nr));
+  auto at = [](const uint16_t* x, int64_t rows, int64_t cols, int64_t r, int64_t c) -> uint32_t {
+    return r < rows && c < cols ? static_cast<uint32_t>(daz_code(x[r * cols + c])) << 16 : 0;
+  };
+#pragma omp parallel for schedule(static)
+  for (int64_t ip = 0; ip < p.mp; ++ip) {
+    uint32_t* dst = p.a.data() + ip * p.kp * kMR * 2;
+    for (int64_t g = 0; g < p.kp; ++g)
+      for (int64_t r = 0; r < kMR; ++r) {
+        const int64_t i = ip * kMR + r;
+        *dst++ = at(a, m, k, i, 2 * g + 1);
+        *dst++ = at(a, m, k, i, 2 * g);
+      }
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t jp = 0; jp < p.np; ++jp) {
+    uint32_t* dst = p.b.data() + jp * p.kp * 2 * nr;
+    const int64_t j0 = jp * nr;
+    for (int64_t g = 0; g < p.kp; ++g)
+      for (int64_t t : {1, 0})
+        for (int64_t c = 0; c < nr; ++c) *dst++ = at(b, k, n, 2 * g + t, j0 + c);
+  }
+}
+
 // Into the calling thread's buffers, kept from call to call (no fresh pages to fault in on every call).
-const PackedBf16& pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t k, int64_t n) {
+const PackedBf16& pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t k, int64_t n, bool f32) {
   thread_local PackedBf16 tls;
   PackedBf16& p = tls;  // shared by the OpenMP threads below (each has its own thread_local)
+  const int64_t nr = f32 ? 16 : 64;
+  p.nr = nr;
+  p.f32 = f32;
   p.kp = (k + 1) / 2;
   p.mp = (m + kMR - 1) / kMR;
-  p.np = (n + kNR - 1) / kNR;
+  p.np = (n + nr - 1) / nr;
+  if (f32) {
+    pack_f32(p, a, b, m, k, n);
+    return p;
+  }
   // Every dword is written below, padding included: resize, not assign (no pass over the buffers first).
   p.a.resize(static_cast<size_t>(p.mp * p.kp * kMR));
-  p.b.resize(static_cast<size_t>(p.np * p.kp * kNR));
+  p.b.resize(static_cast<size_t>(p.np * p.kp * nr));
   auto at = [](const uint16_t* x, int64_t rows, int64_t cols, int64_t r, int64_t c) -> uint32_t {
     return r < rows && c < cols ? x[r * cols + c] : 0;
   };
@@ -73,10 +124,10 @@ const PackedBf16& pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t 
   }
 #pragma omp parallel for schedule(static)
   for (int64_t jp = 0; jp < p.np; ++jp) {
-    uint32_t* dst = p.b.data() + jp * p.kp * kNR;
-    const int64_t j0 = jp * kNR;
+    uint32_t* dst = p.b.data() + jp * p.kp * nr;
+    const int64_t j0 = jp * nr;
     for (int64_t g = 0; g < p.kp; ++g)
-      for (int64_t c = 0; c < kNR; ++c) *dst++ = at(b, k, n, 2 * g, j0 + c) | at(b, k, n, 2 * g + 1, j0 + c) << 16;
+      for (int64_t c = 0; c < nr; ++c) *dst++ = at(b, k, n, 2 * g, j0 + c) | at(b, k, n, 2 * g + 1, j0 + c) << 16;
   }
   return p;
 }
@@ -88,6 +139,7 @@ static_assert(kMR == 6, "LADDER_ROWS names kMR rows");
 // One MR x 64 tile over kp k-pairs: c (row stride ldc) = +0 (first block) or c, then the chain of pairs.
 __attribute__((target("avx512f,avx512bf16"))) void kernel_avx512(const uint32_t* ap, const uint32_t* bp, int64_t kp,
                                                                   float* c, int64_t ldc, bool first) {
+  constexpr int64_t kNR = 64;
   // (no lambdas here: a lambda does not inherit the target attribute)
 #define LADDER_LD(at) (first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + (at)))
 #define LADDER_LOAD(r) __m512 c##r##0 = LADDER_LD(r * ldc), c##r##1 = LADDER_LD(r * ldc + 16), \
@@ -119,40 +171,90 @@ __attribute__((target("avx512f,avx512bf16"))) void kernel_avx512(const uint32_t*
   LADDER_ROWS(LADDER_STORE)
 #undef LADDER_STORE
 }
+
+// One MR x 16 tile over kp k-pairs, AVX2 + FMA, under kMxcsrFtz (run_packed sets it); float32 operands
+// (the layout above; 15 registers: 12 sums, 2 of b, 1 of a). Every sum takes its pair's odd step, then its
+// even step. noinline: the caller's MXCSR writes stay outside every FMA.
+__attribute__((target("avx2,fma"), noinline)) void kernel_avx2(const uint32_t* ap, const uint32_t* bp, int64_t kp,
+                                                               float* c, int64_t ldc, bool first) {
+#define LADDER_F(q) _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)))
+#define LADDER_LD(at) (first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + (at)))
+#define LADDER_LOAD(r) __m256 c##r##0 = LADDER_LD(r * ldc), c##r##1 = LADDER_LD(r * ldc + 8);
+  LADDER_ROWS(LADDER_LOAD)
+#undef LADDER_LOAD
+#undef LADDER_LD
+  for (int64_t g = 0; g < kp; ++g) {
+    const uint32_t* ag = ap + g * kMR * 2;
+#define LADDER_STEP(r, t)                                                                   \
+  {                                                                                         \
+    const __m256 x = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(ag[2 * r + t]))); \
+    c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                              \
+    c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                              \
+  }
+#define LADDER_ODD(r) LADDER_STEP(r, 0)
+#define LADDER_EVEN(r) LADDER_STEP(r, 1)
+    {
+      const __m256 b0 = LADDER_F(bp + g * 32), b1 = LADDER_F(bp + g * 32 + 8);  // the odd elements
+      LADDER_ROWS(LADDER_ODD)
+    }
+    {
+      const __m256 b0 = LADDER_F(bp + g * 32 + 16), b1 = LADDER_F(bp + g * 32 + 24);  // the even ones
+      LADDER_ROWS(LADDER_EVEN)
+    }
+#undef LADDER_ODD
+#undef LADDER_EVEN
+#undef LADDER_STEP
+  }
+#undef LADDER_F
+#define LADDER_STORE(r)                         \
+  _mm256_storeu_ps(c + r * ldc, c##r##0);       \
+  _mm256_storeu_ps(c + r * ldc + 8, c##r##1);
+  LADDER_ROWS(LADDER_STORE)
+#undef LADDER_STORE
+}
 #undef LADDER_ROWS
 
-void run_packed(const PackedBf16& p, float* c, int64_t m, int64_t n) {
-  // k-pairs per block (b's micro-panel: 16 KB), row panels per block (at most 64, evenly split: a's block,
-  // 384 rows x 64 pairs, stays in L2, and b streams from memory ceil(m / 384) times), column panels per block.
-  const int64_t kc = 64, mb = (p.mp + 63) / 64, mc = (p.mp + mb - 1) / mb, nc = 8;
-  const int64_t nb = (p.np + nc - 1) / nc;
+using Kernel = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, bool);
+
+void run_packed(const PackedBf16& p, float* c, int64_t m, int64_t n, Kernel kernel, bool ftz) {
+  // k-pairs per block (b's micro-panel: 16 KB, 8 KB on AVX2), row panels per block (at most 64, evenly
+  // split: a's block, 384 rows x 64 pairs, stays in L2, and b streams from memory ceil(m / 384) times),
+  // column panels per block (512 columns).
+  const int64_t nr = p.nr, aw = p.f32 ? 2 : 1, kc = 64, mb = (p.mp + 63) / 64, mc = (p.mp + mb - 1) / mb;
+  const int64_t nc = 512 / nr, nb = (p.np + nc - 1) / nc;
   if (p.kp == 0) {  // k = 0: every chain is empty, c = +0
     std::fill(c, c + m * n, 0.0f);
     return;
   }
-#pragma omp parallel for collapse(2) schedule(dynamic)
+#pragma omp parallel
+  {
+  const unsigned saved = _mm_getcsr();  // each thread's own MXCSR, restored (flags included) below
+  if (ftz) _mm_setcsr(kMxcsrFtz);
+#pragma omp for collapse(2) schedule(dynamic)
   for (int64_t ib = 0; ib < mb; ++ib)
     for (int64_t jb = 0; jb < nb; ++jb) {
-      std::vector<float> tile(static_cast<size_t>(kMR * kNR));
+      std::vector<float> tile(static_cast<size_t>(kMR * nr));
       for (int64_t g0 = 0; g0 < p.kp; g0 += kc) {
         const int64_t gl = std::min(kc, p.kp - g0);
         for (int64_t jp = jb * nc; jp < std::min(p.np, (jb + 1) * nc); ++jp) {
-          const uint32_t* bp = p.b.data() + (jp * p.kp + g0) * kNR;
+          const uint32_t* bp = p.b.data() + (jp * p.kp + g0) * nr * aw;
           for (int64_t ip = ib * mc; ip < std::min(p.mp, (ib + 1) * mc); ++ip) {
-            const uint32_t* ap = p.a.data() + (ip * p.kp + g0) * kMR;
-            const int64_t i0 = ip * kMR, j0 = jp * kNR, h = std::min(kMR, m - i0), w = std::min(kNR, n - j0);
-            if (h == kMR && w == kNR) {
-              kernel_avx512(ap, bp, gl, c + i0 * n + j0, n, g0 == 0);
+            const uint32_t* ap = p.a.data() + (ip * p.kp + g0) * kMR * aw;
+            const int64_t i0 = ip * kMR, j0 = jp * nr, h = std::min(kMR, m - i0), w = std::min(nr, n - j0);
+            if (h == kMR && w == nr) {
+              kernel(ap, bp, gl, c + i0 * n + j0, n, g0 == 0);
               continue;
             }
             if (g0 > 0)  // an edge tile through a full-size buffer
-              for (int64_t r = 0; r < h; ++r) std::copy_n(c + (i0 + r) * n + j0, w, tile.data() + r * kNR);
-            kernel_avx512(ap, bp, gl, tile.data(), kNR, g0 == 0);
-            for (int64_t r = 0; r < h; ++r) std::copy_n(tile.data() + r * kNR, w, c + (i0 + r) * n + j0);
+              for (int64_t r = 0; r < h; ++r) std::copy_n(c + (i0 + r) * n + j0, w, tile.data() + r * nr);
+            kernel(ap, bp, gl, tile.data(), nr, g0 == 0);
+            for (int64_t r = 0; r < h; ++r) std::copy_n(tile.data() + r * nr, w, c + (i0 + r) * n + j0);
           }
         }
       }
     }
+  if (ftz) _mm_setcsr(saved);
+  }
 }
 
 // The contract's chain, row by row: every c_ij steps through the pairs in order, odd element first.
@@ -180,11 +282,12 @@ float bf16_dot_step(float acc, uint16_t x, uint16_t y) { return step(acc, daz(x)
 
 bool bf16_path_available(CpuPath p) {
   if (p == CpuPath::avx512) return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");
+  if (p == CpuPath::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return p != CpuPath::avx;
 }
 
 CpuPath bf16_path() {
-  static const CpuPath best = detail::best_path(bf16_path_available, {CpuPath::avx512});
+  static const CpuPath best = detail::best_path(bf16_path_available, {CpuPath::avx512, CpuPath::avx2});
   return best;
 }
 
@@ -194,7 +297,8 @@ void gemm_bf16_cpu(const uint16_t* a, const uint16_t* b, float* c, int64_t m, in
   require(bf16_path_available(path), "gemm_bf16_cpu: path = {} is not available on this CPU", cpu_path_name(path));
   if (m == 0 || n == 0) return;
   if (path == CpuPath::portable) return portable(a, b, c, m, k, n);
-  run_packed(pack(a, b, m, k, n), c, m, n);
+  const bool f32 = path == CpuPath::avx2;
+  run_packed(pack(a, b, m, k, n, f32), c, m, n, f32 ? kernel_avx2 : kernel_avx512, f32);
 }
 
 }  // namespace ladder::precision

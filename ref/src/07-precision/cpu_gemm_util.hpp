@@ -10,18 +10,19 @@
 
 namespace ladder::precision::detail {
 
-// The widest of `widest_first` (avx512 before avx) that the CPU has and that LADDER_CPU_PATH allows: the
-// variable caps the width (avx512: no cap; avx: no AVX-512 path; portable: no fast path), to run the other
-// paths on a wide machine. An unknown value is an Error naming LADDER_CPU_PATH.
+// The widest of `widest_first` (avx512, avx, avx2 in that order) that the CPU has and that LADDER_CPU_PATH
+// allows: the variable caps the width (avx512: no cap; avx: no AVX-512 path; avx2: no AVX-512 or AVX-VNNI
+// path; portable: no fast path), to run the other paths on a wide machine. An unknown value is an Error
+// naming LADDER_CPU_PATH.
 inline CpuPath best_path(bool (*available)(CpuPath), std::initializer_list<CpuPath> widest_first) {
-  auto rank = [](CpuPath p) { return p == CpuPath::avx512 ? 2 : p == CpuPath::avx ? 1 : 0; };
-  int cap = 2;
+  auto rank = [](CpuPath p) { return p == CpuPath::avx512 ? 3 : p == CpuPath::avx ? 2 : p == CpuPath::avx2 ? 1 : 0; };
+  int cap = 3;
   if (const char* env = std::getenv("LADDER_CPU_PATH"); env && *env) {
     const std::string s = env;
     cap = -1;
-    for (CpuPath p : {CpuPath::avx512, CpuPath::avx, CpuPath::portable})
+    for (CpuPath p : {CpuPath::avx512, CpuPath::avx, CpuPath::avx2, CpuPath::portable})
       if (s == cpu_path_name(p)) cap = rank(p);
-    require(cap >= 0, "LADDER_CPU_PATH = {} is not one of avx512, avx, portable", s);
+    require(cap >= 0, "LADDER_CPU_PATH = {} is not one of avx512, avx, avx2, portable", s);
   }
   for (CpuPath p : widest_first)
     if (rank(p) <= cap && available(p)) return p;

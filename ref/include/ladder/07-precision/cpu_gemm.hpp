@@ -5,8 +5,10 @@
 //
 // int8: c = a b, a [m x k] int8, b [k x n] int8 row-major, c [m x n] int32 -- the same exact integers as
 //   gemm_s8s8s32 (a8w8.hpp), on every path. Paths: avx512 = AVX512-VNNI (VPDPBUSD on zmm), avx = AVX-VNNI
-//   (VPDPBUSD on ymm), portable = plain C++. VPDPBUSD multiplies UNSIGNED bytes by signed bytes, so the
-//   kernels feed a + 128 (a XOR 0x80, in 0..255) and subtract 128 sum_k b_kj once per output:
+//   (VPDPBUSD on ymm), avx2 = AVX2 (VPMADDWD on int16 operands sign-extended from int8; no offset, see
+//   cpu_gemm_int8.cpp for why it cannot saturate), portable = plain C++. VPDPBUSD multiplies UNSIGNED bytes
+//   by signed bytes, so the VNNI kernels feed a + 128 (a XOR 0x80, in 0..255) and subtract 128 sum_k b_kj
+//   once per output:
 //     sum_k a_ik b_kj = sum_k (a_ik + 128) b_kj - 128 colsum_j(b).
 //   Every step is int32 addition modulo 2^32 (VPDPBUSD does not saturate; the products (a+128) b fit
 //   int16), and the true result fits int32 for k <= kA8W8MaxK, so the wrapped intermediate sums still
@@ -23,25 +25,28 @@
 //   tiny -- below 2^-126 in magnitude after rounding to 24 bits with an unbounded exponent (x86 detects
 //   tininess after rounding) -- becomes the zero of its sign. Each c_ij is one fixed chain of steps, so
 //   register and cache blocking cannot change it. NaN payloads are not part of the contract (a NaN input
-//   gives a NaN); everything else, infinities and signed zeros included, is bit for bit.
+//   gives a NaN); everything else, infinities and signed zeros included, is bit for bit. Paths: avx512 =
+//   AVX512_BF16 (VDPBF16PS), avx2 = AVX2 + FMA (two VFMADD231PS per pair, odd element first; DAZ applied
+//   when packing, FTZ and round-to-nearest-even by MXCSR, set for the kernel's duration), portable = C++.
 #pragma once
 #include <cstdint>
 
 namespace ladder::precision {
 
-enum class CpuPath { automatic, avx512, avx, portable };
+enum class CpuPath { automatic, avx512, avx, avx2, portable };
 
-// "automatic", "avx512", "avx", "portable".
+// "automatic", "avx512", "avx", "avx2", "portable".
 const char* cpu_path_name(CpuPath p);
 
-// Whether this CPU can run path p for the int8 (AVX512-VNNI + AVX512BW / AVX-VNNI) or bf16 (AVX512_BF16)
-// GEMM; portable and automatic always can. The bf16 GEMM has no avx path (false).
+// Whether this CPU can run path p for the int8 (AVX512-VNNI + AVX512BW / AVX-VNNI / AVX2) or bf16
+// (AVX512_BF16 / AVX2 + FMA) GEMM; portable and automatic always can. The bf16 GEMM has no avx path (false).
 bool int8_path_available(CpuPath p);
 bool bf16_path_available(CpuPath p);
 
 // What `automatic` runs on this CPU: the widest available path no wider than the environment variable
-// LADDER_CPU_PATH allows when it is set (avx512: any; avx: no AVX-512 path; portable: none), to run the
-// narrower paths on a wide machine; a value not among those three is an Error naming LADDER_CPU_PATH.
+// LADDER_CPU_PATH allows when it is set (avx512: any; avx: no AVX-512 path; avx2: neither AVX-512 nor
+// AVX-VNNI; portable: none), to run the narrower paths on a wide machine; a value not among those four is
+// an Error naming LADDER_CPU_PATH.
 CpuPath int8_path();
 CpuPath bf16_path();
 
