@@ -247,7 +247,7 @@ TEST_CASE("results do not depend on the OpenMP thread count") {
   // Shapes big enough that the packing and replication loops do run in parallel (detail::kParallelWork).
   Rng rng(58);
   const Mat<double> w = zipf_loads(rng, 128, 256, 4096 * 8, 1.0);
-  REQUIRE(128.0 * 288 * 144 >= detail::kParallelWork);  // global packing: rows x items x packs
+  REQUIRE(128.0 * 288 * 144 >= ladder::eplb::detail::kParallelWork);  // global packing: rows x items x packs
   Placement g1, g4;
   test::with_threads(1, [&] { g1 = rebalance_experts(w, 288, 8, 18, 144); });
   test::with_threads(4, [&] { g4 = rebalance_experts(w, 288, 8, 18, 144); });
@@ -258,7 +258,7 @@ TEST_CASE("results do not depend on the OpenMP thread count") {
   test::with_threads(3, [&] { h4 = rebalance_experts(w, 288, 8, 4, 32); });
   CHECK(h1.phy2log == h4.phy2log);
   const Mat<double> wide = zipf_loads(rng, 32, 512, 512 * 64, 0.8);
-  REQUIRE(32.0 * (800 - 512) * 512 >= detail::kParallelWork);  // replicate: rows x extra slots x experts
+  REQUIRE(32.0 * (800 - 512) * 512 >= ladder::eplb::detail::kParallelWork);  // replicate: rows x extra slots x experts
   Replication r1, r4;
   test::with_threads(1, [&] { r1 = replicate_experts(wide, 800); });
   test::with_threads(4, [&] { r4 = replicate_experts(wide, 800); });

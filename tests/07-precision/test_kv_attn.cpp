@@ -22,7 +22,7 @@ struct Loaded {
   CaseFolder cf;
   Recipe recipe;
 };
-Loaded load(const std::string& name) {
+Loaded load_kv(const std::string& name) {
   Loaded c;
   c.cf = read_case(contract("07-precision"), test::golden_dir("07-precision") / name);
   c.recipe = parse_recipe(c.cf.params);
@@ -105,7 +105,7 @@ std::vector<T> kv_candidate(const MlaKvOperands& m, KvFormat f, const KvCand& k,
 
 // {u passes, lse passes} for the candidate on golden case `name`.
 std::pair<bool, bool> kv_judge(const std::string& name, const KvCand& k) {
-  const Loaded c = load(name);
+  const Loaded c = load_kv(name);
   const MlaKvOperands m = mla_operands(c.cf.inputs, c.recipe);
   const KvFormat f = kv_format(c.recipe);
   if (k.in_f64) {
@@ -125,7 +125,7 @@ TEST_CASE("07 rung (e): the record sizes, the reference rung and its goldens") {
   CHECK(kv_record_bytes(KvFormat::int8_token, 512, 64) == 580);
   CHECK_THROWS_WITH_AS(check_kv_dims(KvFormat::fp8_record, 500, 64), doctest::Contains("kv_lora % 128"), Error);
   for (const char* name : {"kv_int8_mla", "kv_fp8_mla"}) {
-    const Loaded c = load(name);
+    const Loaded c = load_kv(name);
     const Tensors out = run_rung(contract("07-precision"), registry().find("07-precision", "ref", c.recipe.name),
                                  c.cf.inputs, c.cf.params, DType::F4);
     CHECK(passes(c, "u", out.at("u")));
@@ -206,7 +206,7 @@ AttnResult attn_candidate(const AttnOperands& a, const AttnCand& k) {
   return r;
 }
 std::pair<bool, bool> attn_judge(const std::string& name, const AttnCand& k) {
-  const Loaded c = load(name);
+  const Loaded c = load_kv(name);
   const AttnOperands a = attn_operands(c.cf.inputs, c.recipe);
   const AttnResult r = attn_candidate(a, k);
   return {passes(c, "o", npy_of(r.o, {a.Lq, a.dv})), passes(c, "lse", npy_of(r.lse, {a.Lq}))};
@@ -215,7 +215,7 @@ std::pair<bool, bool> attn_judge(const std::string& name, const AttnCand& k) {
 TEST_CASE("07 rung (f): the reference rung and a reordered candidate pass every golden") {
   for (const char* name : {"attn_bf16_k1024", "attn_bf16_ptrunc", "attn_bf16_q5_k113"}) {
     CAPTURE(name);
-    const Loaded c = load(name);
+    const Loaded c = load_kv(name);
     const Tensors out = run_rung(contract("07-precision"), registry().find("07-precision", "ref", "attn_bf16"),
                                  c.cf.inputs, c.cf.params, DType::F4);
     CHECK(passes(c, "o", out.at("o")));
@@ -237,7 +237,7 @@ TEST_CASE("07 rung (f): P truncated where RNE is declared, O accumulated in bf16
 }
 
 TEST_CASE("07 rungs (e), (f): a recipe's inputs, outputs and params are refused elsewhere, naming them") {
-  const Loaded c = load("attn_bf16_q5_k113");
+  const Loaded c = load_kv("attn_bf16_q5_k113");
   const Contract& ct = contract("07-precision");
   nlohmann::json p = c.cf.params;
   p["bc"] = 0;

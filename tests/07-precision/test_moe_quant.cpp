@@ -101,7 +101,7 @@ Out candidate(const MoeCase& c, const Knobs& kn) {
   return o;
 }
 
-NpyData npy(const Mat<float>& m) { return to_npy(Array<float>::from(m)); }
+NpyData npy_f32(const Mat<float>& m) { return to_npy(Array<float>::from(m)); }
 
 const char* kMoeCases[] = {"moe_a8w8", "moe_a8w4_g128", "moe_a8w4_g32"};
 
@@ -135,24 +135,24 @@ TEST_CASE("07 (d): right candidates in another summation and expert order pass, 
     const bool int4 = g.recipe.name == "moe_a8w4";
     const Out right = candidate(g, {true});
     CHECK(passes(g, "acc", to_npy(right.acc)));
-    CHECK(passes(g, "y", npy(right.y)));
+    CHECK(passes(g, "y", npy_f32(right.y)));
     const Out fwd = candidate(g, {});
-    CHECK(passes(g, "y", npy(fwd.y)));
+    CHECK(passes(g, "y", npy_f32(fwd.y)));
     // The per-token scale missing.
-    CHECK_FALSE(passes(g, "y", npy(candidate(g, {false, false, false, true}).y)));
+    CHECK_FALSE(passes(g, "y", npy_f32(candidate(g, {false, false, false, true}).y)));
     // A token routed to the wrong expert: its integer sums and outputs both differ.
     const Out wrong = candidate(g, {false, false, false, false, true});
     CHECK_FALSE(passes(g, "acc", to_npy(wrong.acc)));
-    CHECK_FALSE(passes(g, "y", npy(wrong.y)));
+    CHECK_FALSE(passes(g, "y", npy_f32(wrong.y)));
     if (!int4) continue;
     // int4 nibbles unpacked in the wrong order: k = 2i and 2i + 1 swapped.
     const Out nib = candidate(g, {false, true});
     CHECK_FALSE(passes(g, "acc", to_npy(nib.acc)));
-    CHECK_FALSE(passes(g, "y", npy(nib.y)));
+    CHECK_FALSE(passes(g, "y", npy_f32(nib.y)));
     // The neighbouring group's scale: the integers are right, only the derived bound on y can say no.
     const Out nbr = candidate(g, {false, false, true});
     CHECK(passes(g, "acc", to_npy(nbr.acc)));
-    CHECK_FALSE(passes(g, "y", npy(nbr.y)));
+    CHECK_FALSE(passes(g, "y", npy_f32(nbr.y)));
   }
 }
 
