@@ -38,6 +38,17 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f"check flash split_blocks {sb}", ["check", "03-mla/flashmla", case, out, "--output", "o,lse"], 0,
                "flashmla_cos_diff")
         verdicts[out] = True
+    # A float64 candidate (the same rung at float64): judged by the derived fp64 bound, not the float32 baseline's;
+    # the float32 answer written as float64 fails that bound.
+    out64 = j(tmp, "flash64")
+    expect("flash --float64", ["flashmla", "flash", case, "--out", out64, "--float64"], 0, "float64")
+    expect("check flash --float64", ["check", "03-mla/flashmla", case, out64, "--output", "o,lse"], 0, "PASS")
+    f32as64 = j(tmp, "flash32as64")
+    os.makedirs(f32as64)
+    for name in ("o", "lse"):
+        np.save(j(f32as64, name + ".npy"), np.load(j(tmp, "flash4", name + ".npy")).astype(np.float64))
+    expect("check a float32 answer as float64", ["check", "03-mla/flashmla", case, f32as64, "--output", "o,lse"], 1,
+           "FAIL")
     good = j(tmp, "flash4")
     o, lse = np.load(j(good, "o.npy")), np.load(j(good, "lse.npy"))
     mutants = {

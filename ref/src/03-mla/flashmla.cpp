@@ -252,7 +252,8 @@ nlohmann::json flashmla_params(const FlashMlaSpec& s) {
           {"softmax_scale", s.softmax_scale > 0 ? s.softmax_scale : 1.0 / std::sqrt(static_cast<double>(s.d))}};
 }
 
-Tensors flashmla_run_flash(const Tensors& t, const nlohmann::json& params, int64_t split_blocks, FlashMlaBug bug) {
+Tensors flashmla_run_flash(const Tensors& t, const nlohmann::json& params, int64_t split_blocks, FlashMlaBug bug,
+                           DType prec) {
   require(split_blocks >= 1, "{}: split_blocks = {} violates >= 1", kWho, split_blocks);
   const FlashIn in = read(t, params, bug);
   const bool fp8_bug = bug == FlashMlaBug::scale_neighbour || bug == FlashMlaBug::rope_as_fp8 ||
@@ -261,7 +262,15 @@ Tensors flashmla_run_flash(const Tensors& t, const nlohmann::json& params, int64
           flashmla_bug_name(bug));
   require(fp8_bug || bug == FlashMlaBug::none || in.sparse, "{}: bug {} concerns indices; this case is dense", kWho,
           flashmla_bug_name(bug));
-  Attn<float> a = flashmla_detail::flash_rows(in.query, in.pool, split_blocks);
+  require(prec == DType::F4 || prec == DType::F8, "{}: precision {} violates float32 | float64", kWho, dtype_name(prec));
+  require(prec == DType::F4 || !fp8_bug, "{}: bug {} is planted in the float32 values of FP8 records; a float64 run reads "
+          "their exact values", kWho, flashmla_bug_name(bug));
+  if (prec == DType::F8) {
+    Attn<double> a = flashmla_detail::flash_rows<double>(in.query, in.pool, split_blocks);
+    if (bug == FlashMlaBug::lonely_nan) flashmla_detail::plant_lonely_nan(in.query, a);
+    return layout(in, std::move(a));
+  }
+  Attn<float> a = flashmla_detail::flash_rows<float>(in.query, in.pool, split_blocks);
   if (bug == FlashMlaBug::lonely_nan) flashmla_detail::plant_lonely_nan(in.query, a);
   return layout(in, std::move(a));
 }
@@ -311,6 +320,10 @@ Contract contract_03_mla_flashmla() {
   c.baseline = [](const Tensors& t, const nlohmann::json& p, DType prec) {
     const FlashIn in = read(t, p);
     return prec == DType::F4 ? attend<float>(in) : attend<double>(in);
+  };
+  c.fp64_bound = [](const Tensors& t, const nlohmann::json& p, const Tensors&) {
+    const FlashIn in = read(t, p);
+    return layout(in, flashmla_detail::rows_allowance(in.query, in.pool, false));
   };
   c.report_metrics = [](const std::string&, const Array<double>& e, const Array<double>& x) {
     return std::map<std::string, double>{{"flashmla_cos_diff", flashmla_detail::finite_cos_diff(x, e)}};

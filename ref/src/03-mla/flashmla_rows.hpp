@@ -205,51 +205,60 @@ Attn<T> attend_rows(const Query& qy, const Pool& pool) {
   return a;
 }
 
-// A float32 candidate computed another way: stage 03's flash_mla rung (flash.hpp) per query token on its listed
-// rows gathered into pages of 64, split-KV over split_blocks pages at a time, the splits merged by lse. The sink enters
-// as one more split (o = 0, lse = sink) in the merge of o, not in the lse returned.
-inline Attn<float> flash_rows(const Query& qy, const Pool& pool, int64_t split_blocks) {
+// A float64 candidate's allowance for attend_rows' outputs (flashmla_bound.cpp, the derivation): per element of o, lse
+// and mx, the oracle's error bound plus a candidate's. base2: the candidate may scale its scores by sm_scale x log2 e
+// (sparse prefill); to_base2 then turns the lse and mx bounds into those of the base-2 outputs (the oracle's values).
+Attn<double> rows_allowance(const Query& qy, const Pool& pool, bool base2);
+void to_base2(Attn<double>& bound, const Array<double>& lse2, const Array<double>& max_logits);
+
+// A candidate computed another way: stage 03's flash_mla rung (flash.hpp) per query token on its listed rows gathered
+// into pages of 64, split-KV over split_blocks pages at a time, the splits merged by lse. The sink enters as one more
+// split (o = 0, lse = sink) in the merge of o, not in the lse returned. At T = float a float32 kernel (the cache rows as
+// it reads them), at T = double a float64 one (the rows as the oracle reads them; online softmax, other sums).
+template <class T>
+Attn<T> flash_rows(const Query& qy, const Pool& pool, int64_t split_blocks) {
   const int64_t N = qy.N, H = qy.H, D = qy.D, R = qy.R, bs = kBlockSize;
   Config cfg;
   cfg.n_heads = H, cfg.kv_lora_rank = R, cfg.qk_rope = D - R, cfg.qk_nope = R, cfg.softmax_scale = qy.scale;
-  Attn<float> a{Array<float>({N, H, R}), Array<float>({N, H}), Array<float>({N, H})};
-  const float scale = static_cast<float>(qy.scale);
+  Attn<T> a{Array<T>({N, H, R}), Array<T>({N, H}), Array<T>({N, H})};
+  const T scale = static_cast<T>(qy.scale);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t L = static_cast<int64_t>(qy.rows[n].size()), W = blocks_for(L, bs);
     if (L == 0) {
       set_lonely(a, n, H);
       continue;
     }
-    PagedCache<float> c;
-    c.blocks = Array<float>({W, bs, D});
+    PagedCache<T> c;
+    c.blocks = Array<T>({W, bs, D});
     c.block_table = Array<int32_t>({1, W});
     for (int64_t p = 0; p < W; ++p) c.block_table.data[p] = static_cast<int32_t>(p);
     c.seqlens = {L};
-    for (int64_t j = 0; j < L; ++j) std::copy_n(pool.row<float>(qy.rows[n][j]), D, &c.blocks.data[j * D]);
+    for (int64_t j = 0; j < L; ++j) std::copy_n(pool.row<T>(qy.rows[n][j]), D, &c.blocks.data[j * D]);
     const int64_t splits = (W + split_blocks - 1) / split_blocks;
-    std::vector<float> o_parts(static_cast<size_t>(splits * H * R)), lse_parts(static_cast<size_t>(splits * H));
-    const ConstMatMap<float> Q(&qy.q[n * H * D], H, D);
+    std::vector<T> o_parts(static_cast<size_t>(splits * H * R)), lse_parts(static_cast<size_t>(splits * H));
+    const std::vector<T> qn(&qy.q[n * H * D], &qy.q[(n + 1) * H * D]);
+    const ConstMatMap<T> Q(qn.data(), H, D);
     for (int64_t s = 0; s < splits; ++s) {
       const int64_t j0 = s * split_blocks * bs, j1 = std::min(L, j0 + split_blocks * bs);
       flash_split(cfg, Q, c, 0, j0, j1, &o_parts[s * H * R], &lse_parts[s * H]);
     }
     flash_combine(splits, H, R, o_parts.data(), lse_parts.data(), &a.o.data[n * H * R], &a.lse.data[n * H]);
     if (!qy.sink.empty()) {  // the sink as a split of its own: no rows (o = 0), lse = the sink logit
-      o_parts.resize(static_cast<size_t>((splits + 1) * H * R), 0.0f), lse_parts.resize(static_cast<size_t>((splits + 1) * H));
-      for (int64_t h = 0; h < H; ++h) lse_parts[splits * H + h] = static_cast<float>(qy.sink[static_cast<size_t>(h)]);
-      std::fill(o_parts.begin() + splits * H * R, o_parts.end(), 0.0f);
-      std::vector<float> lse_sink(static_cast<size_t>(H));
+      o_parts.resize(static_cast<size_t>((splits + 1) * H * R), T(0)), lse_parts.resize(static_cast<size_t>((splits + 1) * H));
+      for (int64_t h = 0; h < H; ++h) lse_parts[splits * H + h] = static_cast<T>(qy.sink[static_cast<size_t>(h)]);
+      std::fill(o_parts.begin() + splits * H * R, o_parts.end(), T(0));
+      std::vector<T> lse_sink(static_cast<size_t>(H));
       flash_combine(splits + 1, H, R, o_parts.data(), lse_parts.data(), &a.o.data[n * H * R], lse_sink.data());
       for (int64_t h = 0; h < H; ++h)  // a +inf sink takes all the mass (the merge itself would give inf - inf)
         if (qy.sink[static_cast<size_t>(h)] == std::numeric_limits<double>::infinity())
-          std::fill_n(&a.o.data[(n * H + h) * R], R, 0.0f);
+          std::fill_n(&a.o.data[(n * H + h) * R], R, T(0));
     }
     for (int64_t h = 0; h < H; ++h) {
-      float m = -std::numeric_limits<float>::infinity();
+      T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < L; ++j) {
-        const float* row = &c.blocks.data[j * D];
-        float dot = 0;
-        for (int64_t k = 0; k < D; ++k) dot += qy.q[(n * H + h) * D + k] * row[k];
+        const T* row = &c.blocks.data[j * D];
+        T dot = 0;
+        for (int64_t k = 0; k < D; ++k) dot += qn[h * D + k] * row[k];
         m = std::max(m, scale * dot);
       }
       a.mx.data[n * H + h] = m;

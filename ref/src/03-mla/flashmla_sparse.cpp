@@ -105,12 +105,19 @@ nlohmann::json flashmla_prefill_params(const FlashMlaPrefillSpec& s) {
 }
 
 Tensors flashmla_prefill_run_flash(const Tensors& t, const nlohmann::json& params, int64_t split_blocks,
-                                   FlashMlaBug bug) {
+                                   FlashMlaBug bug, DType prec) {
   require(split_blocks >= 1, "{}: split_blocks = {} violates >= 1", kSparseWho, split_blocks);
   require(bug != FlashMlaBug::scale_neighbour && bug != FlashMlaBug::rope_as_fp8 && bug != FlashMlaBug::scale_divide,
           "{}: bug {} concerns FP8 records, which sparse prefill does not read", kSparseWho, flashmla_bug_name(bug));
+  require(prec == DType::F4 || prec == DType::F8, "{}: precision {} violates float32 | float64", kSparseWho,
+          dtype_name(prec));
   const PrefillIn in = read_prefill(t, params, bug);
-  Attn<float> a = flashmla_detail::flash_rows(in.query, in.pool, split_blocks);
+  if (prec == DType::F8) {
+    Attn<double> a = flashmla_detail::flash_rows<double>(in.query, in.pool, split_blocks);
+    if (bug == FlashMlaBug::lonely_nan) flashmla_detail::plant_lonely_nan(in.query, a);
+    return outputs(std::move(a));
+  }
+  Attn<float> a = flashmla_detail::flash_rows<float>(in.query, in.pool, split_blocks);
   if (bug == FlashMlaBug::lonely_nan) flashmla_detail::plant_lonely_nan(in.query, a);
   return outputs(std::move(a));
 }
@@ -148,6 +155,13 @@ Contract contract_03_mla_flashmla_sparse_prefill() {
   c.baseline = [](const Tensors& t, const nlohmann::json& p, DType prec) {
     const PrefillIn in = read_prefill(t, p);
     return prec == DType::F4 ? attend<float>(in) : attend<double>(in);
+  };
+  c.fp64_bound = [](const Tensors& t, const nlohmann::json& p, const Tensors& expected) {
+    const PrefillIn in = read_prefill(t, p);
+    Attn<double> b = flashmla_detail::rows_allowance(in.query, in.pool, true);
+    flashmla_detail::to_base2(b, npy_as_double(tensor(expected, "lse", kSparseWho)),
+                              npy_as_double(tensor(expected, "max_logits", kSparseWho)));
+    return Tensors{{"out", to_npy(b.o)}, {"max_logits", to_npy(b.mx)}, {"lse", to_npy(b.lse)}};
   };
   c.report_metrics = [](const std::string&, const Array<double>& e, const Array<double>& x) {
     return std::map<std::string, double>{{"flashmla_cos_diff", flashmla_detail::finite_cos_diff(x, e)}};

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ladder/core/fp64_bound.hpp"
 #include "ladder/core/quant.hpp"
 #include "ladder/core/rng.hpp"
 
@@ -117,6 +118,28 @@ Array<F> combined(const EpIn& in) {
         if (const int64_t e = in.idx[static_cast<size_t>(g * in.K + j)]; e >= 0)
           acc += static_cast<F>(in.w.data[g * in.K + j]) * static_cast<F>(in.scale[e]) * xv;
       out.data[g * in.H + h] = acc;
+    }
+  }
+  return out;
+}
+
+// A float64 candidate's allowance per element of combined_x (Contract::fp64_bound): the token's terms w_j
+// expert_scale[e_j] x (x: in low latency the FP8 value times its scale, exact in float64), each two products in any
+// association (2u), summed in any order (rank by rank, entry by entry); the oracle's bound plus the candidate's
+// (core/fp64_bound.hpp). A token with no expert: 0 exactly.
+Array<double> combined_allowance(const EpIn& in) {
+  using namespace fp64;
+  Array<double> out({in.R, in.T, in.H});
+  std::vector<float> v(static_cast<size_t>(in.H)), sc(static_cast<size_t>(in.H / 128 + 1));
+  for (int64_t g = 0; g < in.R * in.T; ++g) {
+    if (in.ll) ep_fp8_row(in, g, v.data(), sc.data());
+    for (int64_t h = 0; h < in.H; ++h) {
+      const double xv = in.ll ? static_cast<double>(v[h]) * sc[h / 128] : in.x.data[g * in.H + h];
+      Sum s;
+      for (int64_t j = 0; j < in.K; ++j)
+        if (const int64_t e = in.idx[static_cast<size_t>(g * in.K + j)]; e >= 0)
+          s.add(mul(mul({in.w.data[g * in.K + j], 0}, {in.scale[e], 0}), {xv, 0}));
+      out.data[g * in.H + h] = s.n == 0 ? 0.0 : 2 * s.done().e;
     }
   }
   return out;
@@ -246,6 +269,9 @@ Contract deepep_contract(bool ll) {
   c.baseline = [who, ll](const Tensors& t, const nlohmann::json& p, DType prec) {
     const EpIn in = ep_read(who, ll, t, p);
     return Tensors{{"combined_x", prec == DType::F4 ? to_npy(combined<float>(in)) : to_npy(combined<double>(in))}};
+  };
+  c.fp64_bound = [who, ll](const Tensors& t, const nlohmann::json& p, const Tensors&) {
+    return Tensors{{"combined_x", to_npy(combined_allowance(ep_read(who, ll, t, p)))}};
   };
   c.canonical = [who, ll](const Tensors& in, const nlohmann::json& p, const Tensors& e, const std::string& o,
                           const NpyData& cand, const Tensors& comp) {

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "ladder/04-moe/ragged_dot.hpp"
+#include "ladder/core/fp64_bound.hpp"
 #include "ladder/core/gemm.hpp"
 #include "ladder/core/rng.hpp"
 
@@ -100,6 +101,19 @@ Tensors grouped(const GroupedIn& in) {
   return {{"d", to_npy(d)}};
 }
 
+// A float64 candidate's allowance per element of d (Contract::fp64_bound): each valid row's dot product of float32
+// values, the oracle's and the candidate's sums (core/fp64_bound.hpp, dot_f32_allowance); rows without an expert 0.
+Tensors grouped_allowance(const GroupedIn& in) {
+  Array<double> d(in.masked ? Shape{in.G, in.max_m, in.n} : Shape{in.R, in.n});
+  for (int64_t i = 0; i < in.R; ++i) {
+    const int64_t e = in.expert[static_cast<size_t>(i)];
+    if (e < 0) continue;
+    for (int64_t j = 0; j < in.n; ++j)
+      d.data[i * in.n + j] = fp64::dot_f32_allowance(&in.a.data[i * in.k], 1, &in.b.data[(e * in.n + j) * in.k], 1, in.k);
+  }
+  return {{"d", to_npy(d)}};
+}
+
 }  // namespace
 
 Contract grouped_contract(bool masked, bool fp8) {
@@ -150,6 +164,10 @@ Contract grouped_contract(bool masked, bool fp8) {
   c.report_metrics = [](const std::string&, const Array<double>& e, const Array<double>& x) {
     return std::map<std::string, double>{{"deepgemm_calc_diff", layout_cos_diff(x, e)}};
   };
+  if (!fp8)  // the FP8 forms are judged by stage 07's derived bound (Rule::bound) whatever the candidate's dtype
+    c.fp64_bound = [who, masked](const Tensors& t, const nlohmann::json& p, const Tensors&) {
+      return grouped_allowance(read(who, masked, t, p));
+    };
   if (fp8) add_fp8(c, masked);
   return c;
 }

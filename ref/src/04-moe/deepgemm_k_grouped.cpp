@@ -15,6 +15,7 @@
 
 #include "deepgemm_k_in.hpp"
 #include "ladder/04-moe/deepgemm.hpp"
+#include "ladder/core/fp64_bound.hpp"
 #include "ladder/core/rng.hpp"
 
 namespace ladder::moe::detail {
@@ -78,6 +79,22 @@ Array<T> product(const KIn& in, bool descending = false) {
         }
         const T c0 = in.c.data.empty() ? T(0) : static_cast<T>(in.c.data[(g * in.m + i) * in.n + j]);
         d.data[(g * in.m + i) * in.n + j] = c0 + acc;
+      }
+  return d;
+}
+
+// A float64 candidate's allowance per element of d (Contract::fp64_bound): c plus a dot product over the group's
+// K_g rows of float32 values, the oracle's and the candidate's sums in any order (c added first or last alike);
+// an empty group's d = c exactly: 0 (core/fp64_bound.hpp, dot_f32_allowance).
+Array<double> k_grouped_allowance(const KIn& in) {
+  Array<double> d({in.G, in.m, in.n});
+  for (int64_t g = 0; g < in.G; ++g)
+    for (int64_t i = 0; i < in.m; ++i)
+      for (int64_t j = 0; j < in.n; ++j) {
+        const int64_t r0 = in.start[g];
+        const float* c0 = in.c.data.empty() ? nullptr : &in.c.data[(g * in.m + i) * in.n + j];
+        d.data[(g * in.m + i) * in.n + j] = in.ks[g] == 0 ? 0.0 : fp64::dot_f32_allowance(
+            &in.a.data[r0 * in.m + i], in.m, &in.b.data[r0 * in.n + j], in.n, in.ks[g], c0);
       }
   return d;
 }
@@ -147,6 +164,9 @@ Contract contract_04_moe_deepgemm_k_grouped() {
   c.baseline = [](const Tensors& t, const nlohmann::json& p, DType prec) {
     const KIn in = read(t, p);
     return Tensors{{"d", prec == DType::F4 ? to_npy(product<float>(in)) : to_npy(product<double>(in))}};
+  };
+  c.fp64_bound = [](const Tensors& t, const nlohmann::json& p, const Tensors&) {
+    return Tensors{{"d", to_npy(k_grouped_allowance(read(t, p)))}};
   };
   c.report_metrics = [](const std::string&, const Array<double>& e, const Array<double>& x) {
     return std::map<std::string, double>{{"deepgemm_calc_diff", layout_cos_diff(x, e)}};

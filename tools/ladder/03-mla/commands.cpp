@@ -106,9 +106,11 @@ void commands_03_mla(CLI::App& app) {
     std::string case_dir, out;
     int64_t split_blocks = 4;
     std::string plant = "none";
+    bool f64 = false;
   };
   auto f = std::make_shared<F>();
-  auto* fl = top->add_subcommand("flash", "stage 03's flash_mla rung on a case at float32: OUT/o.npy, OUT/lse.npy");
+  auto* fl = top->add_subcommand("flash", "stage 03's flash_mla rung on a case at float32 (or --float64): OUT/o.npy, "
+                                 "OUT/lse.npy");
   fl->add_option("case_dir", f->case_dir, "case folder (from `ladder flashmla write`)")->required();
   fl->add_option("--out", f->out, "folder for o.npy and lse.npy")->required();
   fl->add_option("--split-blocks", f->split_blocks, "pages per split-KV chunk (the number of splits follows)")
@@ -117,12 +119,16 @@ void commands_03_mla(CLI::App& app) {
                                 "(FP8 records), invalid_as_row0, dedup (indices), lonely_nan, topk_length_ignored, "
                                 "sink_ignored";
   fl->add_option("--plant", f->plant, plant_doc)->capture_default_str();
+  const std::string f64_doc = "the same algorithm at float64 (<f8 outputs: a float64 candidate, judged by the derived "
+                              "fp64 bound)";
+  fl->add_flag("--float64", f->f64, f64_doc);
   fl->callback([f, save] {
     require(!fs::exists(f->out) || fs::is_directory(f->out), "--out {}: exists and is not a folder", f->out);
     const CaseFolder cf = read_case(contract(mla::kFlashMlaLayout), f->case_dir);
-    save(f->out, mla::flashmla_run_flash(cf.inputs, cf.params, f->split_blocks, mla::flashmla_bug(f->plant)));
-    fmt::print("wrote o.npy, lse.npy of the flash_mla rung (split_blocks {}, bug {}) to {}\n", f->split_blocks,
-               f->plant, f->out);
+    save(f->out, mla::flashmla_run_flash(cf.inputs, cf.params, f->split_blocks, mla::flashmla_bug(f->plant),
+                                         f->f64 ? DType::F8 : DType::F4));
+    fmt::print("wrote o.npy, lse.npy of the flash_mla rung ({}, split_blocks {}, bug {}) to {}\n",
+               f->f64 ? "float64" : "float32", f->split_blocks, f->plant, f->out);
   });
   struct P {
     std::string out;
@@ -151,17 +157,21 @@ void commands_03_mla(CLI::App& app) {
                "--output out,max_logits,lse`)\n", c.stage, pw->out, c.stage, pw->out);
   });
   auto pf = std::make_shared<F>();
-  auto* pfl = top->add_subcommand("prefill-flash", "the flash_mla rung on a sparse prefill case at float32: OUT/out.npy, "
+  auto* pfl = top->add_subcommand("prefill-flash", "the flash_mla rung on a sparse prefill case at float32 (or "
+                                  "--float64): OUT/out.npy, "
                                   "OUT/max_logits.npy, OUT/lse.npy");
   pfl->add_option("case_dir", pf->case_dir, "case folder (from `ladder flashmla prefill-write`)")->required();
   pfl->add_option("--out", pf->out, "folder for the outputs")->required();
   pfl->add_option("--split-blocks", pf->split_blocks, "64-row pages per split-KV chunk")->capture_default_str();
   pfl->add_option("--plant", pf->plant, plant_doc)->capture_default_str();
+  pfl->add_flag("--float64", pf->f64, f64_doc);
   pfl->callback([pf, save] {
     require(!fs::exists(pf->out) || fs::is_directory(pf->out), "--out {}: exists and is not a folder", pf->out);
     const CaseFolder cf = read_case(contract(mla::kFlashMlaSparsePrefillLayout), pf->case_dir);
-    save(pf->out, mla::flashmla_prefill_run_flash(cf.inputs, cf.params, pf->split_blocks, mla::flashmla_bug(pf->plant)));
-    fmt::print("wrote out.npy, max_logits.npy, lse.npy of the flash_mla rung (bug {}) to {}\n", pf->plant, pf->out);
+    save(pf->out, mla::flashmla_prefill_run_flash(cf.inputs, cf.params, pf->split_blocks, mla::flashmla_bug(pf->plant),
+                                                  pf->f64 ? DType::F8 : DType::F4));
+    fmt::print("wrote out.npy, max_logits.npy, lse.npy of the flash_mla rung ({}, bug {}) to {}\n",
+               pf->f64 ? "float64" : "float32", pf->plant, pf->out);
   });
 }
 

@@ -88,9 +88,11 @@ const char* flashmla_bug_name(FlashMlaBug b);
 FlashMlaBug flashmla_bug(const std::string& name);  // Error naming the known bugs
 
 // Stage 03's flash_mla rung (flash.hpp: flash_split per split of split_blocks pages, flash_combine by lse)
-// on FlashMLA's tensors at float32: {"o" <f4 [b, s_q, h_q, dv], "lse" <f4 [b, h_q, s_q]}.
+// on FlashMLA's tensors at float32: {"o" <f4 [b, s_q, h_q, dv], "lse" <f4 [b, h_q, s_q]}; prec F8: the same
+// algorithm at float64 on the cache rows as the oracle reads them (<f8 outputs: a float64 candidate computed another
+// way, judged by the derived fp64 bound); a bug planted in the float32 values of FP8 records is refused there.
 Tensors flashmla_run_flash(const Tensors& inputs, const nlohmann::json& params, int64_t split_blocks,
-                           FlashMlaBug bug = FlashMlaBug::none);
+                           FlashMlaBug bug = FlashMlaBug::none, DType prec = DType::F4);
 
 // FlashMLA's cosine difference of two tensors of the same size, in float64.
 double flashmla_cos_diff(const Array<double>& x, const Array<double>& y);
@@ -115,10 +117,11 @@ struct FlashMlaPrefillSpec {
 };
 Tensors flashmla_prefill_inputs(const FlashMlaPrefillSpec& spec);  // invalid entries (-1, >= s_kv) and duplicates
 nlohmann::json flashmla_prefill_params(const FlashMlaPrefillSpec& spec);
-// The flash_mla rung per query token on its listed rows at float32: {"out", "max_logits", "lse"} (base 2).
-// bug: one of the index / lonely / topk_length / sink bugs (the FP8 ones concern records this kernel does not read).
+// The flash_mla rung per query token on its listed rows at float32 (prec F8: float64): {"out", "max_logits", "lse"}
+// (base 2). bug: one of the index / lonely / topk_length / sink bugs (the FP8 ones concern records this kernel does not
+// read).
 Tensors flashmla_prefill_run_flash(const Tensors& inputs, const nlohmann::json& params, int64_t split_blocks,
-                                   FlashMlaBug bug = FlashMlaBug::none);
+                                   FlashMlaBug bug = FlashMlaBug::none, DType prec = DType::F4);
 
 }  // namespace ladder::mla
 

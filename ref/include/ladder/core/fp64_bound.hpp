@@ -90,6 +90,18 @@ struct Sum {
   Ev done() const { return {v, e + gamma(static_cast<double>(std::max<int64_t>(n - 1, 0))) * mag}; }
 };
 
+// The allowance of a float64 dot product sum_k a_k b_k of float32 values (plus a float32 addend c, when given):
+// a product of two float32 values is exact in float64 (24 + 24 significand bits), so the only errors are the
+// sum's roundings, gamma_{n-1} sum |terms| for the oracle's order and as much for a candidate's (any order, FMA
+// or not): twice that, plus underflow's eta. Terms sa apart in a and sb apart in b (1: a row; the row length: a column).
+inline double dot_f32_allowance(const float* a, int64_t sa, const float* b, int64_t sb, int64_t n,
+                                const float* c = nullptr) {
+  Sum s;
+  if (c) s.add({static_cast<double>(*c), 0});
+  for (int64_t k = 0; k < n; ++k) s.add({static_cast<double>(a[k * sa]) * static_cast<double>(b[k * sb]), 0});
+  return 2 * s.done().e + 2 * kEta;
+}
+
 // The relative error a term picks up from r rescales by e^{m_old - m_new} (online softmax, FlashAttention):
 // each a product (u) by an exp within 2 ulp, whose arguments round by at most u |m_old - m_new| each and
 // add up to u * span, span = how far the running maximum climbed (max - min of the row's finite entries).
