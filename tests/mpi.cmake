@@ -290,6 +290,10 @@ if(TARGET ladder-kv-migrate AND TARGET ladder-ep-moe AND TARGET ladder-serve-dem
                      --decode-blocks 20)
   ladder_mpi_refusal(ep_moe.tokens_0 3 ladder-ep-moe "ep-moe: --tokens = 0 violates >= 1" --tokens 0)
   ladder_mpi_refusal(ep_moe.experts_0 4 ladder-ep-moe "ep-moe: --experts = 0 violates >= 1" --experts 0)
+  ladder_mpi_refusal(ep_moe.deepep_mode 2 ladder-ep-moe "ep-moe: --deepep 'bogus' violates normal \\| low_latency"
+                     --deepep bogus)
+  ladder_mpi_refusal(ep_moe.deepep_no_case 2 ladder-ep-moe "ep-moe: --deepep needs --case CASE_DIR" --deepep normal
+                     --out x)
   ladder_mpi_refusal(ep_moe.timeout_0 2 ladder-ep-moe "ep-moe: --timeout = 0 violates >= 1 second" --timeout 0)
   ladder_mpi_refusal(serve_demo.steps_0 3 ladder-serve-demo "serve-demo: --steps = 0 violates 1 <= steps" --steps 0)
   ladder_mpi_refusal(serve_demo.experts_0 4 ladder-serve-demo "serve-demo: --experts = 0 violates >= 1" --experts 0)

@@ -7,7 +7,7 @@
 2. `mpirun -np NP ladder-ep-moe --deepep MODE --case CASE --out DIR` runs the dispatch / combine across the ranks and
    writes every output of the layout to DIR (exit 0 when its in-process check passes);
 3. `ladder check 04-moe/deepep_MODE CASE DIR --output <every output>` judges DIR.
-Without PLANT all three succeed and every output passes. With PLANT (next-rank | drop-scale: the program's
+Without PLANT all three succeed and every output passes, and -np 1 on the case is refused. With PLANT (next-rank | drop-scale: the program's
 --test-plant-PLANT) both verdicts must be FAIL, and each OUTPUT named after it must be among the failed ones.
 """
 import json
@@ -60,6 +60,11 @@ with tempfile.TemporaryDirectory() as tmp:
             check(o in failed, f"ladder check: {o} FAILS")
     else:
         check(rc == 0 and passed == set(outputs), f"ladder check: every output of {layout} passes ({len(outputs)})")
+        # A launch whose rank count is not the case's num_ranks: one error naming both, exit 2, nothing written.
+        rc, out = run([mpirun, "--oversubscribe", "-np", "1", ep_moe, "--deepep", mode, "--case", case, "--out",
+                       os.path.join(tmp, "one")])
+        check(rc != 0 and f"has num_ranks = {np}, violates the rank count 1" in out and
+              not os.path.exists(os.path.join(tmp, "one")), "-np 1 on this case: one error naming num_ranks", out)
 
 print(f"ep-moe deepep {mode} np{np}{' planted ' + plant if plant else ''}: {'FAIL' if failures else 'OK'}")
 sys.exit(1 if failures else 0)
