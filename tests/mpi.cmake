@@ -149,6 +149,30 @@ if(TARGET ladder-ep-moe)
   add_test(NAME mpi.ep_moe.experts_not_divisible COMMAND ${run} -np 3 ${exe} --experts 8)
   set_tests_properties(mpi.ep_moe.experts_not_divisible PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
                        TIMEOUT 600 PASS_REGULAR_EXPRESSION "error: .*--experts = 8 violates a multiple")
+  # DeepEP's buffers across the ranks (--deepep, mpi/src/ep_deepep.cpp): a `ladder deepep write` case run on 2 and 4
+  # ranks in both modes, the folder rank 0 writes passing `ladder check 04-moe/deepep_MODE` output by output; planted:
+  # every dispatch sent to the rank after its expert's (recv_src must fail) and, in low latency, the FP8 scale
+  # dropped on receipt (recv_x_scales and combined_x must fail).
+  if(TARGET ladder)
+    set(deepep ${CMAKE_CURRENT_SOURCE_DIR}/test_ep_deepep.py ${LADDER_MPIRUN} ${exe} $<TARGET_FILE:ladder>)
+    foreach(mode normal low_latency)
+      foreach(np 2 4)
+        add_test(NAME mpi.ep_moe.deepep.${mode}.np${np} COMMAND /usr/bin/python3 ${deepep} ${mode} ${np})
+        set_tests_properties(mpi.ep_moe.deepep.${mode}.np${np} PROPERTIES LABELS mpi ENVIRONMENT "${env}"
+                             PROCESSORS 2 TIMEOUT 600 PASS_REGULAR_EXPRESSION "deepep ${mode} np${np}: OK")
+      endforeach()
+    endforeach()
+    add_test(NAME mpi.ep_moe.deepep.normal.planted_next_rank COMMAND /usr/bin/python3 ${deepep} normal 4 next-rank
+             recv_src combined_x)
+    add_test(NAME mpi.ep_moe.deepep.low_latency.planted_next_rank COMMAND /usr/bin/python3 ${deepep} low_latency 2
+             next-rank recv_src recv_count)
+    add_test(NAME mpi.ep_moe.deepep.low_latency.planted_drop_scale COMMAND /usr/bin/python3 ${deepep} low_latency 2
+             drop-scale recv_x_scales combined_x)
+    foreach(t normal.planted_next_rank low_latency.planted_next_rank low_latency.planted_drop_scale)
+      set_tests_properties(mpi.ep_moe.deepep.${t} PROPERTIES LABELS mpi ENVIRONMENT "${env}" PROCESSORS 2
+                           TIMEOUT 600 PASS_REGULAR_EXPRESSION "deepep [a-z_]+ np[24] planted [a-z-]+: OK")
+    endforeach()
+  endif()
 endif()
 # The serve demo (ladder-serve-demo): prefill ranks, KV migration, decode steps whose MoE layer runs
 # expert-parallel on every rank (all-to-all); the MLA and MoE outputs of every step bit-identical to one
@@ -266,6 +290,10 @@ if(TARGET ladder-kv-migrate AND TARGET ladder-ep-moe AND TARGET ladder-serve-dem
                      --decode-blocks 20)
   ladder_mpi_refusal(ep_moe.tokens_0 3 ladder-ep-moe "ep-moe: --tokens = 0 violates >= 1" --tokens 0)
   ladder_mpi_refusal(ep_moe.experts_0 4 ladder-ep-moe "ep-moe: --experts = 0 violates >= 1" --experts 0)
+  ladder_mpi_refusal(ep_moe.deepep_mode 2 ladder-ep-moe "ep-moe: --deepep 'bogus' violates normal \\| low_latency"
+                     --deepep bogus)
+  ladder_mpi_refusal(ep_moe.deepep_no_case 2 ladder-ep-moe "ep-moe: --deepep needs --case CASE_DIR" --deepep normal
+                     --out x)
   ladder_mpi_refusal(ep_moe.timeout_0 2 ladder-ep-moe "ep-moe: --timeout = 0 violates >= 1 second" --timeout 0)
   ladder_mpi_refusal(serve_demo.steps_0 3 ladder-serve-demo "serve-demo: --steps = 0 violates 1 <= steps" --steps 0)
   ladder_mpi_refusal(serve_demo.experts_0 4 ladder-serve-demo "serve-demo: --experts = 0 violates >= 1" --experts 0)

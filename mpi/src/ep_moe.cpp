@@ -22,6 +22,8 @@
 // inside the node. Every run prints the dispatch rows each card received from other nodes, counted at
 // the MPI calls, in units of BS (tokens per card), beside the model: (N - 1) for the hierarchical
 // AllGather, k (N - 1) / N in expectation for All2All (`ladder reproduce 04-moe` runs both).
+// --deepep normal|low_latency --case CASE --out DIR: DeepEP's dispatch / combine buffers of a `ladder deepep write`
+// case across the ranks, written as a candidate folder for `ladder check` (mpi/src/ep_deepep.cpp says how).
 // --eplb-redundant R: stage 05's balancer places E + R expert slots on the P ranks from this batch's
 // expert loads (its global policy, eplb.py's rebalance_experts); an assignment to a replicated expert
 // goes to replica (token id mod replicas), round-robin by token as DeepSeek's dispatch does. The run
@@ -57,6 +59,7 @@
 #include "ladder/04-moe/synthetic.hpp"
 #include "ladder/mpi/comm.hpp"
 #include "ladder/mpi/ep_a2a.hpp"
+#include "ladder/mpi/ep_deepep.hpp"
 #include "ladder/mpi/launch.hpp"
 
 namespace {
@@ -76,6 +79,7 @@ struct Options {
   double timeout_s = 60;  // every collective's deadline (comm.hpp)
   int absent_rank = -1;   // test: this rank never joins a collective (the others must fail by the deadline)
   uint64_t seed = 1202;
+  ep::DeepEpOptions deepep;  // --deepep MODE --case CASE --out DIR: DeepEP's buffers (mpi/src/ep_deepep.cpp)
 };
 
 Index parse_int(const std::string& s, const char* what) { return ladder::mpi::parse_count(s, "ep-moe", what); }
@@ -101,12 +105,22 @@ Options parse(int argc, char** argv) {
     else if (a == "--eplb-redundant") o.redundant = parse_int(value(), "--eplb-redundant");
     else if (a == "--test-plant-swap-weights") o.plant_swap_weights = true;
     else if (a == "--test-plant-node-order") o.plant_node_order = true;
+    else if (a == "--deepep") o.deepep.mode = value();
+    else if (a == "--case") o.deepep.case_dir = value();
+    else if (a == "--out") o.deepep.out = value();
+    else if (a == "--test-plant-next-rank") o.deepep.plant_next_rank = true;
+    else if (a == "--test-plant-drop-scale") o.deepep.plant_drop_scale = true;
     else if (a == "--timeout") o.timeout_s = static_cast<double>(parse_int(value(), "--timeout"));
     else if (a == "--test-absent-rank") o.absent_rank = static_cast<int>(parse_int(value(), "--test-absent-rank"));
     else throw Error(fmt::format("ep-moe: unknown argument '{}' (--help lists the options)", a));
   }
   require(o.variant == "a2a" || o.variant == "ag-rs", "ep-moe: --variant '{}' violates a2a or ag-rs", o.variant);
   require(o.timeout_s >= 1, "ep-moe: --timeout = {} violates >= 1 second", o.timeout_s);
+  if (!o.deepep.mode.empty()) ep::deepep_layout(o.deepep.mode);  // names --deepep when it is neither mode
+  require(!o.deepep.mode.empty() || (o.deepep.case_dir.empty() && o.deepep.out.empty() && !o.deepep.plant_next_rank &&
+          !o.deepep.plant_drop_scale), "ep-moe: --case, --out and --test-plant-next-rank / drop-scale violate "
+          "--deepep normal|low_latency given");
+  o.deepep.timeout_s = o.timeout_s;
   return o;
 }
 
@@ -124,6 +138,8 @@ const char* const kUsage =
     "  --nodes N            the ranks as N nodes of P / N cards, N a divisor of P (default 1)\n"
     "  --eplb-redundant R   R redundant expert slots placed by stage 05's balancer; E + R a multiple of P\n"
     "  --timeout S          every collective's deadline in seconds, >= 1 (default 60)\n"
+    "  --deepep MODE        normal | low_latency: DeepEP's dispatch / combine buffers of a case (chapter 04 section 12)\n"
+    "  --case C, --out DIR  with --deepep: a `ladder deepep write` case (-np = its num_ranks); the folder for `ladder check`\n"
     "  --test-*             planted bugs and failures the checks must catch (tests/mpi.cmake)\n"
     "  -h, --help           this text\n"
     "Chapter 04 section 6; the header of mpi/src/ep_moe.cpp.\n";
@@ -131,6 +147,7 @@ const char* const kUsage =
 // Every check of the arguments against the rank count P, local to the rank (run_ranks shares the verdict).
 Options setup(int argc, char** argv, int P) {
   Options o = parse(argc, argv);
+  if (!o.deepep.mode.empty()) ep::deepep_setup(o.deepep, P);
   if (o.tokens == 0) o.tokens = ladder::mpi::round_up_multiple(64, P);
   if (o.cfg.n_experts == 0) {
     Index m = P;  // lcm(P, groups)
@@ -157,6 +174,9 @@ uint64_t digest(const Options& o) {
     mix(static_cast<uint64_t>(v));
   mix((o.zipf ? 1u : 0u) | (o.plant_swap_weights ? 2u : 0u) | (o.plant_node_order ? 4u : 0u));
   mix(static_cast<uint64_t>(o.timeout_s)), mix(static_cast<uint64_t>(o.absent_rank + 1)), mix(o.seed);
+  for (const std::string* s : {&o.deepep.mode, &o.deepep.case_dir, &o.deepep.out})
+    for (char ch : *s + '\0') mix(static_cast<uint64_t>(ch));
+  mix((o.deepep.plant_next_rank ? 1u : 0u) | (o.deepep.plant_drop_scale ? 2u : 0u));
   return h;
 }
 
@@ -173,6 +193,7 @@ Layer make_layer(const Options& o) {
 
 // Runs after setup's checks passed on every rank (run_ranks); an error here aborts the job.
 int run(const Options& o, int rank, int P) {
+  if (!o.deepep.mode.empty()) return ep::deepep_run_ranks(o.deepep, rank, P);
   const Index E = o.cfg.n_experts, T = o.tokens, D = o.cfg.hidden, k = o.cfg.top_k;
   const Index S = (E + o.redundant) / P, Tp = T / P, t0 = rank * Tp;
   const comm::Group world = comm::Group::world(o.timeout_s);  // every collective's deadline (comm.hpp)

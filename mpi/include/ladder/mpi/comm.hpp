@@ -34,6 +34,7 @@ MPI_Datatype datatype() {
   else if constexpr (std::is_same_v<T, int>) return MPI_INT;
   else if constexpr (std::is_same_v<T, int64_t>) return MPI_INT64_T;
   else if constexpr (std::is_same_v<T, uint64_t>) return MPI_UINT64_T;
+  else if constexpr (std::is_same_v<T, uint8_t>) return MPI_UINT8_T;  // FP8 codes (E4M3 bits)
   else static_assert(sizeof(T) == 0, "comm: no MPI datatype for this element type");
 }
 
