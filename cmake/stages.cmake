@@ -44,6 +44,34 @@ foreach(root ${ladder_stage_roots})
   endforeach()
 endforeach()
 list(SORT LADDER_STAGES)
+# A build of some stages only (a lab builds its stage and the stages it uses, chapters/NN-name/lab/lab.json
+# "stages"): the other stages' folders are left out of every list, so their sources are not compiled.
+set(LADDER_ONLY_STAGES "" CACHE STRING "Build only these stages (ids; empty: every stage)")
+if(LADDER_ONLY_STAGES)
+  foreach(id ${LADDER_ONLY_STAGES})
+    if(NOT id IN_LIST LADDER_STAGES)
+      message(FATAL_ERROR "LADDER_ONLY_STAGES: ${id} is not a stage (the stages: ${LADDER_STAGES})")
+    endif()
+  endforeach()
+  set(LADDER_STAGES ${LADDER_ONLY_STAGES})
+  list(SORT LADDER_STAGES)
+endif()
+
+# ladder_only_built_stages(<list variable>): the files of a stage folder (.../NN-name/<file>) left out by
+# LADDER_ONLY_STAGES removed from the list; every other file kept.
+function(ladder_only_built_stages var)
+  if(NOT LADDER_ONLY_STAGES)
+    return()
+  endif()
+  set(kept)
+  foreach(f ${${var}})
+    if(f MATCHES "/([0-9][0-9]-[a-z]+)/[^/]+$" AND NOT CMAKE_MATCH_1 IN_LIST LADDER_STAGES)
+      continue()
+    endif()
+    list(APPEND kept ${f})
+  endforeach()
+  set(${var} ${kept} PARENT_SCOPE)
+endfunction()
 
 # ladder_generate_stage_records(<file.cpp>): ladder::stages(), the Stage records in ladder order
 # (ladder::stage_records::stage_NN_name(), defined in ref/src/NN-name/stage.cpp).
