@@ -98,6 +98,8 @@ with tempfile.TemporaryDirectory() as tmp:
                       (["--prefill-instances", "0"], "--prefill-instances = 0 violates >= 1")):
         expect(f"deploy {' '.join(args)} is bad input", ["deploy", a2, *args], 2, msg, err_one_line=True)
     expect("deploy: a missing file is bad input", ["deploy", j("none.json")], 2, "no such file", err_one_line=True)
+    expect("deploy: a layout file is named as one", ["deploy", os.path.join(ROOT, "data", "deployments",
+           "huawei-a2-decode.json")], 2, "is a layout (data/deployments", err_one_line=True)
     with open(a2) as f:
         dep = json.load(f)
     dep["mtp"]["draft"] = 3

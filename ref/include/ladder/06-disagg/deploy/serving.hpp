@@ -110,6 +110,8 @@ inline Instance instance(const nlohmann::json& top, const char* key, const char*
 inline Serving parse_serving(const nlohmann::json& j, const std::string& file, const std::filesystem::path& data_root) {
   using detail::number;
   using detail::positive_int;
+  require(!(j.is_object() && j.contains("modules")),
+          "{}: is a layout (data/deployments, `ladder plan`); a serving file (data/serving) names two layouts", file);
   detail::known_keys(j, "(top level)", file,
                      {"name", "source", "decode", "prefill", "mtp", "requests", "kv_transfer", "tpot_limit_ms",
                       "search", "report", "notes"});
