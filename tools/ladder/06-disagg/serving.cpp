@@ -100,7 +100,7 @@ std::string serving_table(bool quick) {
   std::string md =
       "End to end (issue 39, part 5): each serving deployment (data/serving/*.json: the decode and prefill layouts, "
       "xPyD, MTP, lengths, TPOT limit) runs in the event simulator with the layouts' step model (per-module rooflines "
-      "and collectives at the quoted peaks; MTP steps drawn per request); a bisection finds the largest concurrency "
+      "and collectives at the quoted peaks; MTP steps drawn per request); a search (a bracket around the step model's estimate, then bisection) finds the largest concurrency "
       "per decode card whose mean TPOT meets the limit (chapter 06, 'The deployments end to end'). Label: derived (simulated from "
       "specs; nothing fitted to the report); the report column is its measurement as printed (data/papers).\n\n"
       "| deployment | TPOT limit (ms) | per card found | stopped by | TPOT mean / p90 (ms) | decode tokens/s per card | "
