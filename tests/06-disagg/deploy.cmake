@@ -11,3 +11,7 @@ ladder_add_test(test_06_operating SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_operati
 # The report's Sec. 5-6 techniques as switches: each one's direction and mechanism, the overlap graph's bounds,
 # and planted wrong switches (a double-counting overlap, a FlashComm with the wrong byte factor) caught.
 ladder_add_test(test_06_techniques SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_techniques.cpp LIBS ladder_cli)
+# A serving deployment end to end (data/serving/*.json): the file's errors, MTP's drawn steps, the simulated TPOT
+# against the step model, the concurrency search under the TPOT limit; planted: acceptance ignored, a search that
+# returns the first concurrency above the limit.
+ladder_add_test(test_06_serving SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serving.cpp LIBS ladder_cli)

@@ -57,6 +57,8 @@ TEST_CASE("ladder reproduce 06-disagg: Fig. 1, M/D/1, identities and the rooflin
   ladder::test::TempDir tmp;
   const std::string md = ladder::cli::stage_cli("06-disagg").reproduce({tmp.path, true});
   for (const char* s : {"| colocated |", "| 2P1D |", "M/D/1", "| 0.5 |", "Huawei A2 prefill", "DeepSeek day-6 nodes",
-                        "JAX v5e-64", "| decode B 32, ctx 544 |", "Chunked prefill (Sarathi-Serve"})
+                        "JAX v5e-64", "| decode B 32, ctx 544 |", "Chunked prefill (Sarathi-Serve",
+                        // the serving deployments end to end (serving.cpp): both, beside the report's figures
+                        "| huawei-a2 (1P1D) |", "| huawei-cm384 (32P1D) |", "| 723 |", "| 1920 |", "| 1622 |"})
     CHECK(md.find(s) != std::string::npos);
 }

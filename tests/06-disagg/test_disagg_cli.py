@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""`ladder describe / oracle / check 06-disagg` and `ladder simulate` (chunked prefill; memory flat without --records), end to end.
+"""`ladder describe / oracle / check 06-disagg`, `ladder simulate` (chunked prefill; memory flat without --records) and
+`ladder deploy` (a serving deployment, its bad input), end to end.
 
     test_disagg_cli.py path/to/ladder
 A request list made with numpy (as another project would make it) -> the simulator's per-request times
@@ -84,6 +85,28 @@ with tempfile.TemporaryDirectory() as tmp:
                       (["--requests", "-5"], "--requests = -5 violates")):
         expect(f"simulate {' '.join(args)} is bad input", ["simulate", "--config", fig1, "--no-goodput", *args], 2,
                msg, err_one_line=True)
+    # `ladder deploy`: a serving deployment end to end (data/serving/*.json), one concurrency, and its bad input.
+    a2 = os.path.join(ROOT, "data", "serving", "huawei-a2.json")
+    expect("deploy --help names the file and the overrides", ["deploy", "--help"], 0, "--tpot-limit")
+    expect("deploy: the A2 at the report's 72 per card meets a 100 ms TPOT", ["deploy", a2, "--per-card", "72"], 0,
+           "meets it")
+    for args, msg in ((["--acceptance", "1.5"], "--acceptance = 1.5 violates 0 <= p <= 1"),
+                      (["--tpot-limit", "0"], "--tpot-limit = 0 violates > 0"),
+                      (["--per-card", "0"], "--per-card = 0 violates >= 1"),
+                      (["--waves", "2"], "--waves = 2 violates >= 3"),
+                      (["--output", "1"], "--output = 1 violates >= 2"),
+                      (["--prefill-instances", "0"], "--prefill-instances = 0 violates >= 1")):
+        expect(f"deploy {' '.join(args)} is bad input", ["deploy", a2, *args], 2, msg, err_one_line=True)
+    expect("deploy: a missing file is bad input", ["deploy", j("none.json")], 2, "no such file", err_one_line=True)
+    expect("deploy: a layout file is named as one", ["deploy", os.path.join(ROOT, "data", "deployments",
+           "huawei-a2-decode.json")], 2, "is a layout (data/deployments", err_one_line=True)
+    with open(a2) as f:
+        dep = json.load(f)
+    dep["mtp"]["draft"] = 3
+    with open(j("dep.json"), "w") as f:
+        json.dump(dep, f)
+    expect("deploy: more drafts than MTP layers is bad input", ["deploy", j("dep.json")], 2,
+           "mtp.draft = 3 violates", err_one_line=True)
 
 
 

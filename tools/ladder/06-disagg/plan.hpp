@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ladder/06-disagg/deploy/layout.hpp"
+#include "ladder/06-disagg/deploy/serving_search.hpp"
 #include "ladder/06-disagg/deploy/techniques.hpp"
 
 namespace ladder::cli::deploy06 {
@@ -52,5 +53,14 @@ deploy::Layout a2_decode_72();  // the A2 decode layout at 72 per card, context 
 deploy::Layout a2_prefill();
 std::vector<TechniqueRow> technique_rows();
 std::string techniques_table();
+
+// End to end (serving.cpp): a serving deployment (data/serving/NAME.json) in the event simulator, the concurrency
+// search under its TPOT limit; the probe table, the result beside the report, and the table of `ladder reproduce`.
+deploy::Serving named_serving(const std::string& name);
+std::string probe_header();
+std::string probe_row(const deploy::ServingPoint& p);
+std::string serving_summary(const deploy::Serving& s, const deploy::ServingSearch& r);
+std::string run_serving(const deploy::Serving& s, bool progress);
+std::string serving_table(bool quick);
 
 }  // namespace ladder::cli::deploy06

@@ -10,7 +10,8 @@
 //   5. the deployment half (plan.cpp): the Huawei report's memory figures beside ours, KV under MLA
 //      TP vs DP, MTP (acceptance sweep, the verify rung's chi-square), two-batch overlap, DP-rank balance, and the
 //      report's operating points beside the step model's prediction (operating.cpp), and its Sec. 5-6 techniques as
-//      switches on the A2 decode and prefill steps (techniques.cpp).
+//      switches on the A2 decode and prefill steps (techniques.cpp), and the serving deployments end to end in the
+//      event simulator with the concurrency search under a TPOT limit (serving.cpp).
 #include <fmt/format.h>
 
 #include "cli.hpp"
@@ -163,7 +164,7 @@ std::string reproduce_06_disagg(const ReproduceContext& ctx) {
   for (const std::string& t : {deploy06::memory_figures_table(), deploy06::kv_tp_vs_dp_table(),
                                deploy06::mtp_table(ctx.quick), deploy06::overlap_table(),
                                deploy06::balance_table(ctx.quick), deploy06::operating_points_table(),
-                               deploy06::techniques_table()}) {
+                               deploy06::techniques_table(), deploy06::serving_table(ctx.quick)}) {
     fmt::print("{}\n", t);
     o.md += t + "\n";
   }
