@@ -17,19 +17,19 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/: cli_expect
+from cli_expect import Checks  # noqa: E402
+
 mpirun, ep_moe, ladder, mode, np = sys.argv[1:6]
 plant = sys.argv[6] if len(sys.argv) > 6 else None
 must_fail = sys.argv[7:]
 layout = "04-moe/deepep_" + mode
-failures = 0
+checks = Checks(ladder)
 
 
-def check(ok, what, detail=""):
-    global failures
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
-    if not ok:
-        print(detail)
-        failures += 1
+def check(ok, what, detail=""):  # one ok / FAIL line, failures counted (cli_expect's verdict)
+    return checks.verdict(what, ok, detail)
+
 
 
 def run(cmd):
@@ -66,5 +66,5 @@ with tempfile.TemporaryDirectory() as tmp:
         check(rc != 0 and f"has num_ranks = {np}, violates the rank count 1" in out and
               not os.path.exists(os.path.join(tmp, "one")), "-np 1 on this case: one error naming num_ranks", out)
 
-print(f"ep-moe deepep {mode} np{np}{' planted ' + plant if plant else ''}: {'FAIL' if failures else 'OK'}")
-sys.exit(1 if failures else 0)
+print(f"ep-moe deepep {mode} np{np}{' planted ' + plant if plant else ''}: {'FAIL' if checks.failures else 'OK'}")
+sys.exit(checks.exit_code())
