@@ -1,7 +1,7 @@
 // bench/03-mla/bench.cpp -- the stage-03 reference rungs at DeepSeek-V2 shapes (fp32), one decode step per
 // iteration, beside the two bounds they are judged against: an Eigen GEMM of the latent products'
-// shape (B x [H, kv_lora] x [kv_lora, L], both ways: the compute bound of A_CC_ME and flash_mla) and a
-// copy (the memory bound of CD). Counters from each rung's Cost: flops/s and bytes_read/s.
+// shape (B x [H, kv_lora] x [kv_lora, L], both ways: the compute bound of A_CC_ME and flash_mla; the same
+// through oneDNN's f32 matmul, BM_latent_onednn, the stronger peer) and a copy (the memory bound of CD). Counters from each rung's Cost: flops/s and bytes_read/s.
 // Run: build/bin/bench_03_mla [--benchmark_filter=A_CC_ME]. Weights are made once (~5 s, 0.6 GB; AM's
 // absorbed matrices another 1.8 GB and ~10 s, on first use). Compare within one run: shared machine;
 // OMP_WAIT_POLICY=passive helps when other processes are busy.
@@ -15,6 +15,7 @@
 #include "ladder/core/recycle.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/03-mla/mla.hpp"
+#include "../onednn_peer.hpp"
 
 namespace {
 using namespace ladder;
@@ -101,6 +102,27 @@ void BM_latent_gemm(benchmark::State& st) {
                          benchmark::Counter::kIsRate);
 }
 
+// The same latent products through oneDNN's f32 matmul (bench/onednn_peer.hpp; issue 44's stronger peer):
+// S = Q C^T (C read transposed in place), O = S C, per sequence, each product threaded by oneDNN itself. Skipped, saying why, in a build without oneDNN.
+void BM_latent_onednn(benchmark::State& st) {
+  if (!bench::OnednnMatmul::available()) return st.SkipWithError(bench::OnednnMatmul::missing_reason().c_str());
+  const int64_t B = st.range(0), L = st.range(1), H = 128, R = 512;
+  const Mat<float> Q = Mat<float>::Random(H, R), C = Mat<float>::Random(L, R);  // row-major: oneDNN's "ab"
+  std::vector<Mat<float>> S(static_cast<size_t>(B), Mat<float>(H, L)), O(static_cast<size_t>(B), Mat<float>(H, R));
+  bench::OnednnMatmul qc(H, R, L, bench::OnednnMatmul::Type::f32, true), sc(H, L, R, bench::OnednnMatmul::Type::f32);
+  for (auto _ : st) {
+    for (int64_t b = 0; b < B; ++b) {
+      qc.run(Q.data(), C.data(), S[b].data());
+      sc.run(S[b].data(), C.data(), O[b].data());
+    }
+    benchmark::DoNotOptimize(O[0].data());
+  }
+  st.SetLabel(qc.impl());
+  st.counters["flops_per_second"] =
+      benchmark::Counter(4.0 * static_cast<double>(B * H * L * R) * static_cast<double>(st.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
 void BM_copy(benchmark::State& st) {  // bytes read + written per second
   const int64_t n = st.range(0);
   std::vector<float> a(static_cast<size_t>(n), 1.0f), b(static_cast<size_t>(n));
@@ -119,6 +141,7 @@ void BM_copy(benchmark::State& st) {  // bytes read + written per second
 
 BENCHMARK(BM_copy)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_latent_gemm)->Args({1, 4096})->Args({32, 4096})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_latent_onednn)->Args({32, 4096})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_rung, CD, std::string("CD"))->Args({1, 1024, 0})->Args({1, 16384, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_rung, CC, std::string("CC"))->Args({1, 1024, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_rung, A_CC, std::string("A_CC"))->Args({1, 1024, 0})->Args({1, 4096, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
