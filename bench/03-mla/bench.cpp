@@ -25,12 +25,17 @@ const Weights<float>& model() {
   static const Weights<float> W = random_weights(deepseek_v2(), 1);
   return W;
 }
-// The process's CPU time so far, all threads, user + system (getrusage(2)).
+// The process's CPU time so far, all threads, user + system, and its minor page faults (getrusage(2)).
 double process_cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   const auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
   return sec(u.ru_utime) + sec(u.ru_stime);
+}
+double process_page_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_minflt);
 }
 const std::shared_ptr<const Absorbed<float>>& absorbed() {
   static const std::shared_ptr<const Absorbed<float>> a = absorb_weights(model());
@@ -48,7 +53,7 @@ const std::shared_ptr<const Absorbed<float>>& absorbed() {
 // 0 calls decode, a new Output per step (the default API: `out = decode(...)`); 2 is 0 with the bin emptied
 // before every step (decode as it was before the bin: fresh pages every step). cpu_seconds_per_step: the
 // process's CPU time (all threads, user + system: page faults count there) per step, steadier than the wall
-// time on a shared machine. make bench reports 0 and 1.
+// time on a shared machine; page_faults_per_step: its minor page faults per step. make bench reports 0 and 1.
 void BM_rung(benchmark::State& st, const std::string& id) {
   const int64_t B = st.range(0), L = st.range(1), mode = st.range(2);
   const Rung& r = registry().find(kStage, "ref", id);
@@ -67,7 +72,7 @@ void BM_rung(benchmark::State& st, const std::string& id) {
   if (mode == 1) decode_into(f, model(), p, in.step, out);
   for (int k = 0; k < 2 && mode == 0; ++k) out = f.decode(model(), p, in.step);
   if (mode == 2) recycle_release<float>();
-  const double cpu0 = process_cpu_seconds();
+  const double cpu0 = process_cpu_seconds(), faults0 = process_page_faults();
   for (auto _ : st) {
     if (mode == 1) {
       decode_into(f, model(), p, in.step, out);
@@ -79,6 +84,7 @@ void BM_rung(benchmark::State& st, const std::string& id) {
   }
   const double n = static_cast<double>(st.iterations());
   st.counters["cpu_seconds_per_step"] = (process_cpu_seconds() - cpu0) / n;
+  st.counters["page_faults_per_step"] = (process_page_faults() - faults0) / n;
   const Cost c = r.cost(cost_shape(model().cfg, B, L));
   st.counters["flops_per_second"] = benchmark::Counter(c.flops * n, benchmark::Counter::kIsRate);
   st.counters["bytes_read_per_second"] = benchmark::Counter(c.bytes_read * n, benchmark::Counter::kIsRate);
