@@ -5,6 +5,7 @@
 // `missing_reason()` says why, so a program registers the same benchmarks either way and each peer
 // benchmark skips with that message.
 //   OnednnMatmul mm(m, k, n, OnednnMatmul::Type::s8s8s32);  mm.run(a, b, c);   // c [m x n] = a [m x k] b [k x n]
+//   OnednnMatmul mt(m, k, n, OnednnMatmul::Type::f32, true);  // b stored [n x k] row-major: c = a b^T (S = Q K^T)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -41,7 +42,7 @@ class OnednnMatmul {
 #endif
   }
 
-  OnednnMatmul(int64_t m, int64_t k, int64_t n, Type t) {
+  OnednnMatmul(int64_t m, int64_t k, int64_t n, Type t, bool b_transposed = false) {
 #ifdef LADDER_HAVE_ONEDNN
     using dt = dnnl::memory::data_type;
     const dt in = t == Type::s8s8s32 ? dt::s8 : t == Type::bf16f32 ? dt::bf16 : dt::f32;
@@ -49,13 +50,13 @@ class OnednnMatmul {
     const auto ab = dnnl::memory::format_tag::ab;
     s_ = std::make_unique<State>();
     s_->a = dnnl::memory::desc({m, k}, in, ab);
-    s_->b = dnnl::memory::desc({k, n}, in, ab);
+    s_->b = dnnl::memory::desc({k, n}, in, b_transposed ? dnnl::memory::format_tag::ba : ab);
     s_->c = dnnl::memory::desc({m, n}, out, ab);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s_->a, s_->b, s_->c), s_->eng);
     s_->impl = pd.impl_info_str();
     s_->prim = dnnl::matmul(pd);
 #else
-    (void)m, (void)k, (void)n, (void)t;
+    (void)m, (void)k, (void)n, (void)t, (void)b_transposed;
 #endif
   }
 

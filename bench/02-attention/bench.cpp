@@ -1,5 +1,6 @@
 // bench/02-attention/bench.cpp -- stage 02: the tiled forward (fp32) beside naive attention and an Eigen GEMM
-// of the same FLOP count and a plain Eigen naive attention (the naive rung's peer), in one run, at
+// of the same FLOP count, oneDNN's f32 matmul on the attention's two products (BM_onednn_gemm: S = Q K^T,
+// O = S V) and a plain Eigen naive attention (the naive rung's peer), in one run, at
 // N = 4096, batch 8, one head, head dims 59, 64, 111, 128.
 // GFLOP/s count 4 N^2 d per head (the two products) for all three, so the ratios compare times.
 // Run: build/bin/bench_02_attention. Repetitions are interleaved at random (so slow phases of a shared
@@ -16,6 +17,7 @@
 
 #include "ladder/02-attention/attention.hpp"
 #include "ladder/core/rng.hpp"
+#include "../onednn_peer.hpp"
 
 namespace {
 using namespace ladder;
@@ -107,6 +109,29 @@ void BM_gemm(benchmark::State& st) {
   st.counters["n"] = static_cast<double>(n);
 }
 
+// The attention's own two products, unfused, through oneDNN's f32 matmul (bench/onednn_peer.hpp; issue 44's
+// stronger peer): per batch entry S = Q K^T [N, N] (K read transposed in place), then O = S V [N, d], one S
+// buffer for all B. The same 4 N^2 d B FLOPs as the tiled rung, at the shapes it computes (no softmax). Skipped,
+// saying why, in a build without oneDNN.
+void BM_onednn_gemm(benchmark::State& st) {
+  if (!bench::OnednnMatmul::available()) return st.SkipWithError(bench::OnednnMatmul::missing_reason().c_str());
+  const int64_t d = st.range(0);
+  Data x(d);
+  std::vector<float> S(static_cast<size_t>(kN * kN));
+  bench::OnednnMatmul qk(kN, d, kN, bench::OnednnMatmul::Type::f32, true), sv(kN, kN, d, bench::OnednnMatmul::Type::f32);
+  for (auto _ : st) {
+    for (int64_t b = 0; b < kB; ++b) {
+      const size_t off = static_cast<size_t>(b * kN * d);
+      qk.run(x.Q.data() + off, x.K.data() + off, S.data());
+      sv.run(S.data(), x.V.data() + off, x.O.data() + off);
+    }
+    benchmark::DoNotOptimize(x.O.data());
+  }
+  st.SetLabel(qk.impl());
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(attention_flops(d) * 1e-9 * static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
+}
+
 // Prints the usual table, keeps the medians, and ends with one summary line per head dim.
 class Summary : public benchmark::ConsoleReporter {
  public:
@@ -128,12 +153,13 @@ class Summary : public benchmark::ConsoleReporter {
     for (auto& [d, m] : rate_) {
       auto get = [&m](const char* k) { return m.count(k) ? m[k] : 0.0; };
       auto num = [](double v, const char* f) { return v > 0 ? fmt::format(fmt::runtime(f), v) : std::string("-"); };
-      const double tiled = get("BM_tiled"), naive = get("BM_naive"), gemm = get("BM_gemm"), plain = get("BM_eigen_naive");
+      const double tiled = get("BM_tiled"), naive = get("BM_naive"), gemm = get("BM_gemm"), plain = get("BM_eigen_naive"),
+                   dnnl = get("BM_onednn_gemm");
       fmt::print(
-          "attention N={} B={} d={}: tiled {} GFLOP/s, naive {}, eigen naive {}, gemm {}; tiled/gemm {}, "
-          "tiled/naive {}, naive/eigen naive {}, tiled vs tiled(d=128) {}\n",
+          "attention N={} B={} d={}: tiled {} GFLOP/s, naive {}, eigen naive {}, gemm {}, onednn {}; tiled/gemm {}, "
+          "tiled/onednn {}, tiled/naive {}, naive/eigen naive {}, tiled vs tiled(d=128) {}\n",
           kN, kB, d, num(tiled, "{:.1f}"), num(naive, "{:.1f}"), num(plain, "{:.1f}"), num(gemm, "{:.1f}"),
-          num(gemm > 0 ? tiled / gemm : 0, "{:.2f}"), num(naive > 0 ? tiled / naive : 0, "{:.2f}"),
+          num(dnnl, "{:.1f}"), num(gemm > 0 ? tiled / gemm : 0, "{:.2f}"), num(dnnl > 0 ? tiled / dnnl : 0, "{:.2f}"), num(naive > 0 ? tiled / naive : 0, "{:.2f}"),
           num(plain > 0 ? naive / plain : 0, "{:.2f}"),
           num(ref > 0 ? tiled / ref : 0, "{:.2f}"));  // "-" where a filter left a kernel out
     }
@@ -148,6 +174,7 @@ BENCHMARK(BM_tiled)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMill
 BENCHMARK(BM_naive)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_naive)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_gemm)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_onednn_gemm)->Arg(128)->Arg(111)->Arg(64)->Arg(59)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) {
   // Defaults (overridable on the command line): 5 repetitions, interleaved at random, medians only.

@@ -1,11 +1,13 @@
 # Stage 03 (MLA): every rung vs the fp64 CD oracle on the goldens (drift fails), the rungs vs each other,
 # wrong candidates caught, model pieces (config file, RoPE layouts, RMSNorm), counted FLOPs == Cost, errors,
-# and bits independent of the paged pool's layout (contiguous, shuffled, interleaved blocks).
+# bits independent of the paged pool's layout (contiguous, shuffled, interleaved blocks), and decode reusing
+# the storage of the Outputs that died (core/recycle.hpp) with fresh storage's bits.
 ladder_add_test(test_03_mla
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mla.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_mla_model.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_mla_cost.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_mla_placement.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_mla_recycle.cpp
   LIBS ladder_cuda ladder_core ladder_lab_oracle)
 # The CUDA rungs (cuda/src/03-mla/*.cu) through SIMT in every schedule (and once under TSan), tiny shapes; the CUDA
 # chunk rungs (prefill, chunk_absorbed) on the chunk goldens through the contract, a planted mask off by one each

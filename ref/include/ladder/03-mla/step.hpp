@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ladder/core/lab.hpp"  // LADDER_LAB_ENTRY: the functions a lab student writes
+#include "ladder/core/recycle.hpp"
 #include "ladder/03-mla/cache.hpp"
 #include "ladder/03-mla/gemm.hpp"
 #include "ladder/03-mla/layers.hpp"
@@ -32,22 +33,35 @@ struct Step {
 
 // Working memory a rung keeps in the caller's Output between decode_into calls (flash_mla's per-split
 // partials, 134 MB at B = 32, L = 4096), so a loop that decodes into one Output allocates it once. Not
-// initialised (each rung writes what it reads); a copy of an Output starts without it.
+// initialised (each rung writes what it reads); a copy of an Output starts without it. When it dies or
+// grows, its buffer goes to the thread's bin (core/recycle.hpp), and it grows from there when it can.
 template <class T>
 struct Scratch {
-  std::unique_ptr<T[]> data;
-  int64_t size = 0;
+  RawBuffer<T> buf;
   Scratch() = default;
   Scratch(const Scratch&) {}
   Scratch& operator=(const Scratch&) { return *this; }
   Scratch(Scratch&&) noexcept = default;
-  Scratch& operator=(Scratch&&) noexcept = default;
-  T* get(int64_t n) {  // n elements; reallocates only to grow
-    if (n > size) data.reset(new T[static_cast<size_t>(n)]), size = n;
-    return data.get();
+  Scratch& operator=(Scratch&& o) noexcept {  // swap: the old buffer dies with o, into the bin
+    std::swap(buf, o.buf);
+    return *this;
+  }
+  ~Scratch() { Recycler<T>::recycle(buf); }
+  int64_t size() const { return buf.size; }
+  T* get(int64_t n) {  // n elements; replaced only to grow
+    if (n > buf.size) {
+      Recycler<T>::recycle(buf);
+      if (!Recycler<T>::reuse(buf, n)) buf = RawBuffer<T>{std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]), n};
+    }
+    return buf.data.get();
   }
 };
 
+// One step's result. `decode` returns a new one every step; its large arrays (scores, attn [B, H, Lmax]:
+// 64 MiB each at B = 32, L = 4096; the scratch) go to the thread's bin of buffers when it dies (core/
+// recycle.hpp), and the next step's Output takes them from there (reset_output), so a loop of
+// `out = decode(...)` or `{ Output o = decode(...); ... }` touches no fresh pages after its first steps.
+// Move assignment swaps, so the assigned-over arrays die with the source (a temporary) into the bin.
 template <class T>
 struct Output {
   Mat<T> u;         // [B, hidden]
@@ -55,6 +69,25 @@ struct Output {
   Array<T> attn;    // [B, H, Lmax] or empty
   Array<T> lse;     // [B, H] (flash_mla) or empty
   Scratch<T> scratch = {};  // not a result: a rung's working memory kept between decode_into calls
+
+  Output() = default;
+  Output(Mat<T> u_, Array<T> scores_ = {}, Array<T> attn_ = {}, Array<T> lse_ = {})  // as the aggregate's {u, ...}
+      : u(std::move(u_)), scores(std::move(scores_)), attn(std::move(attn_)), lse(std::move(lse_)) {}
+  Output(const Output&) = default;
+  Output& operator=(const Output&) = default;
+  Output(Output&&) noexcept = default;
+  Output& operator=(Output&& o) noexcept {
+    u.swap(o.u);
+    std::swap(scores, o.scores);
+    std::swap(attn, o.attn);
+    std::swap(lse, o.lse);
+    std::swap(scratch.buf, o.scratch.buf);
+    return *this;
+  }
+  ~Output() {
+    Recycler<T>::recycle(scores.data);
+    Recycler<T>::recycle(attn.data);
+  }
 };
 
 // AM's precomputed products (once per model): W_absQ [H * kv_lora, q_lora], W_absO [hidden, H * kv_lora].
@@ -103,7 +136,7 @@ template <class T>
 void refill(Array<T>& a, const Shape& shape, T v) {
   a.shape = shape;
   const int64_t n = numel(shape);
-  if (static_cast<int64_t>(a.data.capacity()) < n) {
+  if (static_cast<int64_t>(a.data.capacity()) < n && !Recycler<T>::reuse(a.data, n)) {
     a.data.assign(static_cast<size_t>(n), v);
     return;
   }
@@ -123,7 +156,7 @@ void refill(Array<T>& a, const Shape& shape, T v) {
 template <class T>
 void refill_tails(Array<T>& a, const std::vector<int64_t>& seqlens, int64_t H, int64_t Lmax, T v) {
   const int64_t B = static_cast<int64_t>(seqlens.size()), n = B * H * Lmax;
-  if (static_cast<int64_t>(a.data.capacity()) < n) {
+  if (static_cast<int64_t>(a.data.capacity()) < n && !Recycler<T>::reuse(a.data, n)) {
     refill(a, {B, H, Lmax}, v);
     return;
   }
