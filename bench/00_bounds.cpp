@@ -3,7 +3,10 @@
 // sheet would not be one this run could reach):
 //   BM_fma_peak  fp32 FMAs on register-resident packets, every OpenMP thread: the compute bound
 //                (2 flops per lane per FMA, the machine's vector width from Eigen's packet type).
-//   BM_copy      memcpy of 256 MiB split over the threads: the memory bound, bytes read + written / s.
+//   BM_copy/1    memcpy of 256 MiB split over the threads: the memory bound, bytes read + written / s,
+//                from buffers advised for huge pages (core/huge_pages.hpp), as the rungs' large arrays
+//                are; BM_copy/0 the same from plain 4 KiB pages, shown beside it (2-4x slower on a VM
+//                with shadow page tables: bench/reports/cpu-history.md, 2026-11-29).
 // Run: build/bin/bench_00_bounds. Counters: GFLOP/s, bytes_per_second.
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "ladder/core/eigen.hpp"
+#include "ladder/core/huge_pages.hpp"
 
 namespace {
 namespace ei = Eigen::internal;
@@ -49,7 +53,14 @@ void BM_fma_peak(benchmark::State& st) {
 
 void BM_copy(benchmark::State& st) {  // bytes read + written per second
   const int64_t n = int64_t{1} << 26;
-  std::vector<float> x(static_cast<size_t>(n), 1.0f), y(static_cast<size_t>(n), 0.0f);
+  std::vector<float> x, y;
+  if (st.range(0) == 1) {
+    ladder::assign_advised(x, static_cast<size_t>(n), 1.0f);
+    ladder::assign_advised(y, static_cast<size_t>(n), 0.0f);
+  } else {
+    x.assign(static_cast<size_t>(n), 1.0f);
+    y.assign(static_cast<size_t>(n), 0.0f);
+  }
   for (auto _ : st) {
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < 64; ++c) {
@@ -64,5 +75,5 @@ void BM_copy(benchmark::State& st) {  // bytes read + written per second
 }  // namespace
 
 BENCHMARK(BM_fma_peak)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_copy)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_copy)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

@@ -79,9 +79,11 @@ def records(res):
 def stages(res, R):
     b = medians(res["00_bounds"])
     peak = find(b, "BM_fma_peak")["GFLOP/s"]
-    copy = find(b, "BM_copy")["bytes_per_second"] / 1e9
+    copy = find(b, "BM_copy/1")["bytes_per_second"] / 1e9  # buffers advised for huge pages, as the rungs' are
     R.append(record("00", "fp32 FMA peak (all threads)", peak, "GFLOP/s", None, None))
-    R.append(record("00", "copy bandwidth (read + write)", copy, "GB/s", None, None))
+    R.append(record("00", "copy bandwidth (read + write; huge-page-advised buffers: the bound)", copy, "GB/s", None, None))
+    R.append(record("00", "copy bandwidth from plain 4 KiB pages vs the bound", find(b, "BM_copy/0")["bytes_per_second"] / 1e9,
+                    "GB/s", copy, None))
 
     if "01_softmax" in res:  # --only may leave a program out
         s = medians(res["01_softmax"])
@@ -134,9 +136,12 @@ def stages(res, R):
                 compute_bound(R, "03", f"MLA B=32 L=4096: {rung} ({form})",
                               find(m, f"BM_rung/{rung}/32/4096/{mode}")["flops_per_second"] / 1e9, peak, lat,
                               dnnl / 1e9 if dnnl else None)
-        mcopy = find(m, "BM_copy")["bytes_per_second"] / 1e9
+        mcopy = find(m, "BM_copy/67108864/1")["bytes_per_second"] / 1e9  # huge-page-advised, as CD's cache
         R.append(record("03", "MLA B=1 L=16384: CD bytes read/s vs copy",
-                        find(m, "BM_rung/CD/1/16384/")["bytes_read_per_second"] / 1e9, "GB/s", mcopy, 0.7))
+                        find(m, "BM_rung/CD/1/16384/0")["bytes_read_per_second"] / 1e9, "GB/s", mcopy, 0.7))
+        # /3: CD's K and V in plain 4 KiB pages, as before prepare_cd advised huge pages (the same run's bound)
+        R.append(record("03", "MLA B=1 L=16384: CD with K, V on 4 KiB pages (as before) vs copy",
+                        find(m, "BM_rung/CD/1/16384/3")["bytes_read_per_second"] / 1e9, "GB/s", mcopy, None))
 
     if "04_moe" in res:  # --only may leave a program out
         e = medians(res["04_moe"])

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ladder/core/huge_pages.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/01-softmax/softmax.hpp"
@@ -17,9 +18,18 @@ namespace {
 constexpr int64_t kCols = 4096;
 constexpr int64_t kLongCols = int64_t(1) << 24;
 
+// The rows, advised for huge pages (core/huge_pages.hpp) as the copy bound's buffers are (advised = false: plain
+// 4 KiB pages, BM_copy/N/0 only).
 struct Data {
   std::vector<float> x, y;
-  explicit Data(int64_t n) : x(static_cast<size_t>(n)), y(static_cast<size_t>(n)) {
+  explicit Data(int64_t n, bool advised = true) {
+    if (advised) {
+      ladder::assign_advised(x, static_cast<size_t>(n), 0.0f);
+      ladder::assign_advised(y, static_cast<size_t>(n), 0.0f);
+    } else {
+      x.assign(static_cast<size_t>(n), 0.0f);
+      y.assign(static_cast<size_t>(n), 0.0f);
+    }
     ladder::Rng rng(1);
     for (auto& v : x) v = static_cast<float>(3.0 * rng.uniform(-1, 1));
   }
@@ -107,9 +117,9 @@ void BM_cached_online_vec(benchmark::State& st) {
   });
 }
 
-void BM_copy(benchmark::State& st) {  // bytes read + written per second: the memory bound
+void BM_copy(benchmark::State& st) {  // bytes read + written per second: the memory bound (range(1): advised)
   const int64_t n = st.range(0);
-  Data d(n);
+  Data d(n, st.range(1) == 1);
   for (auto _ : st) {
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < 64; ++c) {
@@ -123,7 +133,7 @@ void BM_copy(benchmark::State& st) {  // bytes read + written per second: the me
 }
 }  // namespace
 
-BENCHMARK(BM_copy)->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_copy)->Args({1 << 20, 1})->Args({1 << 26, 1})->Args({1 << 26, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_softmax, naive, std::string("naive"))->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_softmax, safe, std::string("safe"))->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_softmax, online, std::string("online"))->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -2,11 +2,14 @@
 // the per-thread bin keeps, evicts and hands out buffers as documented; an Output that dies (or is assigned
 // over) gives its large arrays to the bin and the next decode takes them -- the same storage, with the bits of
 // a decode on fresh storage (every reference rung, float and double). A bin that kept a buffer's stale tails
-// (planted below: the reuse path without the tail fill) is caught.
+// (planted below: the reuse path without the tail fill) is caught. CD's cache advised for huge pages
+// (core/huge_pages.hpp) holds the bits of plain storage and decodes to them (a planted changed value caught).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 
+#include "ladder/core/huge_pages.hpp"
 #include "ladder/core/recycle.hpp"
 #include "test_mla_util.hpp"
 
@@ -105,4 +108,31 @@ TEST_CASE("decode reuses the storage of the Outputs that died, with fresh storag
     check_decode_reuses(f.f32, r->id);
     check_decode_reuses(f.f64, r->id);
   }
+}
+
+TEST_CASE("huge-page advice: assign_advised is assign; CD's advised cache decodes to plain storage's bits") {
+  std::vector<float> v(10, 5.0f);
+  assign_advised(v, static_cast<size_t>(kBig) * 3, 2.5f);  // 6 MiB: advised (where Linux allows it)
+  CHECK(v.size() == static_cast<size_t>(kBig) * 3);
+  CHECK(std::count(v.begin(), v.end(), 2.5f) == 3 * kBig);
+  assign_advised(v, 7, -1.0f);  // small: plain
+  CHECK(v == std::vector<float>(7, -1.0f));
+  CHECK(!advise_huge_pages(nullptr, kHugeAdviceBytes));
+  CHECK(!advise_huge_pages(v.data(), v.size() * sizeof(float)));  // under kHugeAdviceBytes: left alone
+
+  Config c;  // K, V of 64 heads x 2048 tokens: 8 MiB each, advised by prepare_cd
+  c.hidden = 37, c.n_heads = 64, c.q_lora_rank = 19, c.kv_lora_rank = 23, c.qk_nope = 5, c.qk_rope = 4, c.v_head = 3;
+  const Weights<float> W = random_weights(c, 41);
+  const Inputs in = make_inputs(W, InputSpec{{2048, 1500}, 44, false, 0, false});
+  const Prepared<float> p = prepare_cd(W, in.cache);
+  CHECK(p.K.size() * sizeof(float) >= 2 * kHugeAdviceBytes);
+  Prepared<float> plain = p;  // copies: plain (unadvised) storage, the bits prepare_cd wrote
+  plain.K.data = std::vector<float>(p.K.data);
+  plain.V.data = std::vector<float>(p.V.data);
+  const Output<float> a = decode_cd(W, p, in.step), b = decode_cd(W, plain, in.step);
+  CHECK(test::as_array(a.u).data == test::as_array(b.u).data);
+  CHECK(a.attn.data == b.attn.data);
+  plain.V.data[5] += 0.5f;  // planted: one changed cached value (token 1 of sequence 0, head 0) is caught
+  const Output<float> d = decode_cd(W, plain, in.step);
+  CHECK(test::as_array(a.u).data != test::as_array(d.u).data);
 }

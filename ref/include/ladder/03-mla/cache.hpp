@@ -16,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "ladder/core/huge_pages.hpp"
 #include "ladder/03-mla/gemm.hpp"
 #include "ladder/03-mla/model.hpp"
 
@@ -132,8 +133,11 @@ void decompress(const Weights<T>& W, const Array<T>& kv, const std::vector<int64
   const Config& c = W.cfg;
   const int64_t B = kv.shape[0], Lmax = kv.shape[1], D = c.kv_dim(), H = c.n_heads, dk = c.q_head();
   const T nan = std::numeric_limits<T>::quiet_NaN();
-  K = Array<T>({B, H, Lmax, dk}, nan);
-  V = Array<T>({B, H, Lmax, c.v_head}, nan);
+  // The decompressed cache is what CD streams every step (2.7 GB at L = 16384): huge pages (core/huge_pages.hpp).
+  K.shape = {B, H, Lmax, dk};
+  V.shape = {B, H, Lmax, c.v_head};
+  assign_advised(K.data, static_cast<size_t>(numel(K.shape)), nan);
+  assign_advised(V.data, static_cast<size_t>(numel(V.shape)), nan);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t L = seqlens[b];
     const ConstMatMap<T> rows(&kv.data[b * Lmax * D], L, D);

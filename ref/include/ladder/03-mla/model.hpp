@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ladder/core/huge_pages.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/core/tensor.hpp"
 #include "ladder/03-mla/config.hpp"
@@ -86,7 +87,8 @@ inline Weights<float> random_weights(const Config& cfg, uint64_t seed) {
   check_config(cfg, "random_weights");
   Rng rng(seed);
   auto draw = [&rng](int64_t rows, int64_t cols) {
-    Mat<float> m(rows, cols);
+    Mat<float> m(rows, cols);  // uninitialised: advised for huge pages before the fill touches it
+    advise_huge_pages(m.data(), static_cast<size_t>(m.size()) * sizeof(float));
     const double sd = 1.0 / std::sqrt(static_cast<double>(cols));
     for (int64_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<float>(sd * rng.normal());
     return m;
