@@ -9,10 +9,12 @@
 //     and n);
 //   the threads take column chunks of kNB columns (dynamic schedule): one parallel region, no barrier
 //     between packing and the products.
-// Per chunk, per k-block of kKC pairs (b's micro-panel, kKC x 64 x 4 bytes = 32 KB, stays in L1 while the
-// MR x 64 tiles of every row panel use it): each tile's sums start from +0 (first block) or c, and take the
-// block's pairs in order. Every c_ij is one chain over the pairs 0, 1, ... in order, as the contract says,
-// whatever the blocking; the pad (k odd) and the zero columns past n add the portable path's zero steps.
+// Per chunk: b's columns packed over all of k (no barrier: per thread), then per row block of at most
+// kMaxPanels row panels (384 rows: c's block, 384 x 128 floats, stays in L2 across the k-blocks), per
+// k-block of kKC pairs (b's micro-panel, kKC x 64 x 4 bytes = 32 KB, stays in L1 while the MR x 64 tiles of
+// the row block use it): each tile's sums start from +0 (first block) or c, and take the block's pairs in
+// order. Every c_ij is one chain over the pairs 0, 1, ... in order, as the contract says, whatever the
+// blocking; the pad (k odd) and the zero columns past n add the portable path's zero steps.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -25,7 +27,7 @@ namespace ladder::precision::detail {
 namespace bf16x512 {
 
 constexpr int64_t kMR = 6, kNR = 64, kKC = 128, kNB = 128;  // tile rows, tile columns, k-pairs per block, chunk
-constexpr int64_t kPanel = kKC * kNR;                        // dwords of one packed micro-panel
+constexpr int64_t kMaxPanels = 64;  // row panels per row block: c's block, 384 x kNB floats, stays in L2
 
 // b's rows [2 p0, 2 (p0 + pl)) x columns [j0, j0 + 64) into dst [pl][64] dwords (even row low, odd row high).
 __attribute__((target("avx512f,avx512bw"))) void pack_b(const uint16_t* b, int64_t k, int64_t n, int64_t p0,
@@ -106,6 +108,7 @@ __attribute__((target("avx512f,avx512bf16"))) void kernel(const uint16_t* const*
 void gemm_bf16_avx512(const uint16_t* a, const uint16_t* b, float* c, int64_t m, int64_t k, int64_t n) {
   using namespace bf16x512;
   const int64_t kp = (k + 1) / 2, lda = 2 * kp, mp = (m + kMR - 1) / kMR, chunks = (n + kNB - 1) / kNB;
+  const int64_t mb = (mp + kMaxPanels - 1) / kMaxPanels, mc = (mp + mb - 1) / mb;  // row blocks, even
   if (kp == 0) {  // k = 0: every chain is empty, c = +0
     std::fill(c, c + m * n, 0.0f);
     return;
@@ -118,33 +121,35 @@ void gemm_bf16_avx512(const uint16_t* a, const uint16_t* b, float* c, int64_t m,
   }
 #pragma omp parallel
   {
-    thread_local std::vector<uint32_t> bbuf;  // the chunk's packed k-block, kept from call to call
+    thread_local std::vector<uint32_t> bbuf;  // the chunk's packed columns over all of k, kept from call to call
     thread_local std::vector<float> tile;
-    bbuf.resize(static_cast<size_t>(kNB / kNR * kPanel));
+    bbuf.resize(static_cast<size_t>(kNB / kNR * kp * kNR));
     tile.resize(static_cast<size_t>(kMR * kNR));
 #pragma omp for schedule(dynamic)
     for (int64_t jc = 0; jc < chunks; ++jc) {
       const int64_t jc0 = jc * kNB, panels = (std::min(kNB, n - jc0) + kNR - 1) / kNR;
-      for (int64_t p0 = 0; p0 < kp; p0 += kKC) {
-        const int64_t pl = std::min(kKC, kp - p0);
-        for (int64_t jp = 0; jp < panels; ++jp) pack_b(b, k, n, p0, pl, jc0 + jp * kNR, bbuf.data() + jp * kPanel);
-        for (int64_t jp = 0; jp < panels; ++jp) {
-          const int64_t j0 = jc0 + jp * kNR, w = std::min(kNR, n - j0);
-          for (int64_t ip = 0; ip < mp; ++ip) {
-            const int64_t i0 = ip * kMR, h = std::min(kMR, m - i0);
-            const uint16_t* rows[kMR];
-            for (int64_t r = 0; r < kMR; ++r) rows[r] = a + (i0 + std::min(r, h - 1)) * lda + 2 * p0;
-            if (h == kMR && w == kNR) {
-              kernel(rows, bbuf.data() + jp * kPanel, pl, c + i0 * n + j0, n, p0 == 0);
-              continue;
+      for (int64_t jp = 0; jp < panels; ++jp) pack_b(b, k, n, 0, kp, jc0 + jp * kNR, bbuf.data() + jp * kp * kNR);
+      for (int64_t ib = 0; ib < mb; ++ib)
+        for (int64_t p0 = 0; p0 < kp; p0 += kKC) {
+          const int64_t pl = std::min(kKC, kp - p0);
+          for (int64_t jp = 0; jp < panels; ++jp) {
+            const int64_t j0 = jc0 + jp * kNR, w = std::min(kNR, n - j0);
+            const uint32_t* bp = bbuf.data() + (jp * kp + p0) * kNR;
+            for (int64_t ip = ib * mc; ip < std::min(mp, (ib + 1) * mc); ++ip) {
+              const int64_t i0 = ip * kMR, h = std::min(kMR, m - i0);
+              const uint16_t* rows[kMR];
+              for (int64_t r = 0; r < kMR; ++r) rows[r] = a + (i0 + std::min(r, h - 1)) * lda + 2 * p0;
+              if (h == kMR && w == kNR) {
+                kernel(rows, bp, pl, c + i0 * n + j0, n, p0 == 0);
+                continue;
+              }
+              if (p0 > 0)  // an edge tile through a full-size buffer (rows past m repeat row m - 1: dropped)
+                for (int64_t r = 0; r < h; ++r) std::copy_n(c + (i0 + r) * n + j0, w, tile.data() + r * kNR);
+              kernel(rows, bp, pl, tile.data(), kNR, p0 == 0);
+              for (int64_t r = 0; r < h; ++r) std::copy_n(tile.data() + r * kNR, w, c + (i0 + r) * n + j0);
             }
-            if (p0 > 0)  // an edge tile through a full-size buffer (rows past m repeat row m - 1: dropped)
-              for (int64_t r = 0; r < h; ++r) std::copy_n(c + (i0 + r) * n + j0, w, tile.data() + r * kNR);
-            kernel(rows, bbuf.data() + jp * kPanel, pl, tile.data(), kNR, p0 == 0);
-            for (int64_t r = 0; r < h; ++r) std::copy_n(tile.data() + r * kNR, w, c + (i0 + r) * n + j0);
           }
         }
-      }
     }
   }
 }

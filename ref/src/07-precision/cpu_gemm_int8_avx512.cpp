@@ -6,17 +6,20 @@
 //     to a + 128 (XOR 0x80 per byte) in the register;
 //   b is packed by each thread for its own columns only, 4 rows x 64 columns at a time with byte and word
 //     unpacks and 128-bit lane shuffles, into [k-group][column][4] (column c's 4 bytes b[4g..4g+3][c], the
-//     operand VPDPBUSD multiplies per lane; zero past k and n), and the same pass sums the block's
+//     operand VPDPBUSD multiplies per lane; zero past k and n), and the same pass sums the columns'
 //     compensation -128 sum_k b_kj with one VPDPBUSD of 0x80 bytes per group;
 //   the threads take column chunks of kNB columns (dynamic schedule): one parallel region, no barrier
 //     between packing and the products, and a thread that is descheduled holds up one chunk, not a phase.
-// Per chunk, per k-block of kKC groups (b's micro-panel, kKC x 64 x 4 bytes = 64 KB, from L2 while the
-// MR x 64 tiles of every row panel use it; 1024 values of k per pass over c: 256 groups beat 128 by 5-15 %
-// in interleaved runs against oneDNN here): each tile's sums start from c (or nothing, first block) plus
-// the block's compensation. Tried and not kept: flipping b instead of a (b + 128 unsigned, a signed, the
-// compensation -128 rowsum_i(a) per row), which saves the XOR per broadcast but was no faster in the whole
-// product (interleaved runs, 0.75-0.95x oneDNN either way). Every step is int32 addition modulo 2^32 and the exact result fits int32
-// (k <= kA8W8MaxK), so this order gives the same sums as every other path (cpu_gemm_int8.cpp).
+// Per chunk: b's columns packed over all of k (no barrier: per thread), then per row block of at most
+// kMaxPanels row panels (384 rows: c's block, 384 x 128 int32, stays in L2 across the k-blocks; without row
+// blocks the 4096^3 product ran at 0.76-0.80x oneDNN, with them 1.09x in one interleaved run), per k-block of
+// kKC groups (b's micro-panel, kKC x 64 x 4 bytes = 64 KB, from L2 while the MR x 64 tiles of the row block
+// use it; 256 groups beat 128 by 5-15 % in interleaved runs against oneDNN here): each tile's sums start
+// from c, or from the compensation in the first k-block. Tried and not kept: flipping b instead of a (b + 128
+// unsigned, a signed, the compensation -128 rowsum_i(a) per row), which saves the XOR per broadcast but was
+// no faster in the whole product (interleaved runs, 0.75-0.95x oneDNN either way). Every step is int32
+// addition modulo 2^32 and the exact result fits int32 (k <= kA8W8MaxK), so this order gives the same sums
+// as every other path (cpu_gemm_int8.cpp).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -29,7 +32,7 @@ namespace ladder::precision::detail {
 namespace vnni512 {
 
 constexpr int64_t kMR = 6, kNR = 64, kKC = 256, kNB = 128;  // tile rows, tile columns, k-groups per block, chunk
-constexpr int64_t kPanel = kKC * kNR * 4;                    // bytes of one packed micro-panel
+constexpr int64_t kMaxPanels = 64;  // row panels per row block: c's block, 384 x kNB int32, stays in L2
 
 // VSHUFI32X4 (the masked form with every lane kept: the unmasked intrinsic trips GCC 12's -Wmaybe-uninitialized).
 #define LADDER_SHUF(x, y, imm) _mm512_maskz_shuffle_i32x4(__mmask16(0xFFFF), x, y, imm)
@@ -126,6 +129,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void kernel(const int8_t*
 void gemm_s8s8s32_avx512(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t k, int64_t n) {
   using namespace vnni512;
   const int64_t kg = (k + 3) / 4, lda = 4 * kg, mp = (m + kMR - 1) / kMR, chunks = (n + kNB - 1) / kNB;
+  const int64_t mb = (mp + kMaxPanels - 1) / kMaxPanels, mc = (mp + mb - 1) / mb;  // row blocks, even
   if (kg == 0) {  // k = 0: every sum is zero
     std::fill(c, c + m * n, 0);
     return;
@@ -138,35 +142,39 @@ void gemm_s8s8s32_avx512(const int8_t* a, const int8_t* b, int32_t* c, int64_t m
   }
 #pragma omp parallel
   {
-    thread_local std::vector<int8_t> bbuf;  // the chunk's packed k-block, kept from call to call
+    thread_local std::vector<int8_t> bbuf;  // the chunk's packed columns over all of k, kept from call to call
     thread_local std::vector<int32_t> tile;
-    bbuf.resize(static_cast<size_t>(kNB / kNR * kPanel));
+    bbuf.resize(static_cast<size_t>(kNB / kNR * kg * kNR * 4));
     tile.resize(static_cast<size_t>(kMR * kNR));
     int32_t corr[kNB / kNR][kNR];
+    const int32_t none[kNR] = {};
 #pragma omp for schedule(dynamic)
     for (int64_t jc = 0; jc < chunks; ++jc) {
       const int64_t jc0 = jc * kNB, panels = (std::min(kNB, n - jc0) + kNR - 1) / kNR;
-      for (int64_t g0 = 0; g0 < kg; g0 += kKC) {
-        const int64_t gl = std::min(kKC, kg - g0);
-        for (int64_t jp = 0; jp < panels; ++jp)
-          pack_b(b, k, n, g0, gl, jc0 + jp * kNR, bbuf.data() + jp * kPanel, corr[jp]);
-        for (int64_t jp = 0; jp < panels; ++jp) {
-          const int64_t j0 = jc0 + jp * kNR, w = std::min(kNR, n - j0);
-          for (int64_t ip = 0; ip < mp; ++ip) {
-            const int64_t i0 = ip * kMR, h = std::min(kMR, m - i0);
-            const int8_t* rows[kMR];
-            for (int64_t r = 0; r < kMR; ++r) rows[r] = a + (i0 + std::min(r, h - 1)) * lda + 4 * g0;
-            if (h == kMR && w == kNR) {
-              kernel(rows, bbuf.data() + jp * kPanel, gl, c + i0 * n + j0, n, corr[jp], g0 == 0);
-              continue;
+      for (int64_t jp = 0; jp < panels; ++jp)
+        pack_b(b, k, n, 0, kg, jc0 + jp * kNR, bbuf.data() + jp * kg * kNR * 4, corr[jp]);
+      for (int64_t ib = 0; ib < mb; ++ib)
+        for (int64_t g0 = 0; g0 < kg; g0 += kKC) {
+          const int64_t gl = std::min(kKC, kg - g0);
+          for (int64_t jp = 0; jp < panels; ++jp) {
+            const int64_t j0 = jc0 + jp * kNR, w = std::min(kNR, n - j0);
+            const int8_t* bp = bbuf.data() + (jp * kg + g0) * kNR * 4;
+            const int32_t* init = g0 == 0 ? corr[jp] : none;  // the compensation once, with the first block
+            for (int64_t ip = ib * mc; ip < std::min(mp, (ib + 1) * mc); ++ip) {
+              const int64_t i0 = ip * kMR, h = std::min(kMR, m - i0);
+              const int8_t* rows[kMR];
+              for (int64_t r = 0; r < kMR; ++r) rows[r] = a + (i0 + std::min(r, h - 1)) * lda + 4 * g0;
+              if (h == kMR && w == kNR) {
+                kernel(rows, bp, gl, c + i0 * n + j0, n, init, g0 == 0);
+                continue;
+              }
+              if (g0 > 0)  // an edge tile through a full-size buffer (rows past m repeat row m - 1: dropped)
+                for (int64_t r = 0; r < h; ++r) std::copy_n(c + (i0 + r) * n + j0, w, tile.data() + r * kNR);
+              kernel(rows, bp, gl, tile.data(), kNR, init, g0 == 0);
+              for (int64_t r = 0; r < h; ++r) std::copy_n(tile.data() + r * kNR, w, c + (i0 + r) * n + j0);
             }
-            if (g0 > 0)  // an edge tile through a full-size buffer (rows past m repeat row m - 1: dropped)
-              for (int64_t r = 0; r < h; ++r) std::copy_n(c + (i0 + r) * n + j0, w, tile.data() + r * kNR);
-            kernel(rows, bbuf.data() + jp * kPanel, gl, tile.data(), kNR, corr[jp], g0 == 0);
-            for (int64_t r = 0; r < h; ++r) std::copy_n(tile.data() + r * kNR, w, c + (i0 + r) * n + j0);
           }
         }
-      }
     }
   }
 }
