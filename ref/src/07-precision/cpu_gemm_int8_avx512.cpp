@@ -13,8 +13,9 @@
 // Per chunk: b's columns packed over all of k (no barrier: per thread), then per row block of at most
 // kMaxPanels row panels (384 rows: c's block, 384 x 128 int32, stays in L2 across the k-blocks; without row
 // blocks the 4096^3 product ran at 0.76-0.80x oneDNN, with them 1.09x in one interleaved run), per k-block of
-// kKC groups (b's micro-panel, kKC x 64 x 4 bytes = 64 KB, from L2 while the MR x 64 tiles of the row block
-// use it; 256 groups beat 128 by 5-15 % in interleaved runs against oneDNN here): each tile's sums start
+// kKC groups (b's micro-panel, kKC x 64 x 4 bytes = 32 KB, stays in L1 while the MR x 64 tiles of the row
+// block use it; 128 groups ran 0.04-0.05x of oneDNN above 256 at the expert-up shape in three interleaved
+// runs, the other shapes alike within the noise): each tile's sums start
 // from c, or from the compensation in the first k-block. Tried and not kept: flipping b instead of a (b + 128
 // unsigned, a signed, the compensation -128 rowsum_i(a) per row), which saves the XOR per broadcast but was
 // no faster in the whole product (interleaved runs, 0.75-0.95x oneDNN either way). Every step is int32
@@ -31,7 +32,7 @@
 namespace ladder::precision::detail {
 namespace vnni512 {
 
-constexpr int64_t kMR = 6, kNR = 64, kKC = 256, kNB = 128;  // tile rows, tile columns, k-groups per block, chunk
+constexpr int64_t kMR = 6, kNR = 64, kKC = 128, kNB = 128;  // tile rows, tile columns, k-groups per block, chunk
 constexpr int64_t kMaxPanels = 64;  // row panels per row block: c's block, 384 x kNB int32, stays in L2
 
 // VSHUFI32X4 (the masked form with every lane kept: the unmasked intrinsic trips GCC 12's -Wmaybe-uninitialized).
