@@ -1,11 +1,11 @@
 // ref/src/07-precision/cpu_gemm_bf16.cpp -- the bf16 GEMM's CPU paths (ladder/07-precision/cpu_gemm.hpp): an
-// AVX512_BF16 kernel (VDPBF16PS) and an AVX2 + FMA one behind function attributes, chosen at run time, and
-// the portable loop that reproduces the instruction's arithmetic bit for bit (the contract in the header).
+// AVX2 + FMA kernel behind a function attribute, chosen at run time, the portable loop that reproduces
+// VDPBF16PS's arithmetic bit for bit (the contract in the header), and the dispatch to the AVX512_BF16 path
+// (VDPBF16PS itself, cpu_gemm_bf16_avx512.cpp).
 //
-// Packing as the int8 GEMM's (cpu_gemm_int8.cpp), with pairs of k for groups of 4: b in panels of 64 columns,
-// pair p of column c one dword (b[2p][c] low half = the instruction's even element, b[2p+1][c] high half);
-// a in panels of MR rows, pair p of row r one dword; zero past k, m and n. A zero pad element adds
-// fma(+-0, y, acc) to the chain, which the portable loop adds too (it can turn an accumulated -0 into +0).
+// Packing as the int8 GEMM's AVX2 path (cpu_gemm_int8.cpp), with pairs of k for groups of 4: b in panels of
+// 16 columns, a in panels of MR rows, zero past k, m and n. A zero pad element adds fma(+-0, y, acc) to the
+// chain, which the portable loop adds too (it can turn an accumulated -0 into +0).
 //
 // AVX2 + FMA: the contract's steps as VFMADD231PS, whose arithmetic MXCSR controls (Intel SDM vol. 1,
 // 10.2.3 "MXCSR control and status register"), so the kernel runs under MXCSR = 0x9F80 (all exceptions
@@ -61,8 +61,7 @@ inline float step(float acc, float x, float y) {
 
 struct PackedBf16 {
   int64_t nr = 0, kp = 0, mp = 0, np = 0;  // NR, k-pairs, row panels, column panels
-  bool f32 = false;                        // AVX2's float32 operands (the layout above)
-  std::vector<uint32_t> a, b;              // [mp][kp][MR], [np][kp][NR] (bf16 pairs) or float32 bits
+  std::vector<uint32_t> a, b;              // [mp][kp][MR][2], [np][kp][2][NR]: float32 bits
 };
 
 // AVX2's operands: float32 bits of the DAZ'd codes, zero past k, m and n.
@@ -94,83 +93,21 @@ void pack_f32(PackedBf16& p, const uint16_t* a, const uint16_t* b, int64_t m, in
 }
 
 // Into the calling thread's buffers, kept from call to call (no fresh pages to fault in on every call).
-const PackedBf16& pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t k, int64_t n, bool f32) {
+const PackedBf16& pack(const uint16_t* a, const uint16_t* b, int64_t m, int64_t k, int64_t n) {
   thread_local PackedBf16 tls;
   PackedBf16& p = tls;  // shared by the OpenMP threads below (each has its own thread_local)
-  const int64_t nr = f32 ? 16 : 64;
+  const int64_t nr = 16;
   p.nr = nr;
-  p.f32 = f32;
   p.kp = (k + 1) / 2;
   p.mp = (m + kMR - 1) / kMR;
   p.np = (n + nr - 1) / nr;
-  if (f32) {
-    pack_f32(p, a, b, m, k, n);
-    return p;
-  }
-  // Every dword is written below, padding included: resize, not assign (no pass over the buffers first).
-  p.a.resize(static_cast<size_t>(p.mp * p.kp * kMR));
-  p.b.resize(static_cast<size_t>(p.np * p.kp * nr));
-  auto at = [](const uint16_t* x, int64_t rows, int64_t cols, int64_t r, int64_t c) -> uint32_t {
-    return r < rows && c < cols ? x[r * cols + c] : 0;
-  };
-#pragma omp parallel for schedule(static)
-  for (int64_t ip = 0; ip < p.mp; ++ip) {
-    uint32_t* dst = p.a.data() + ip * p.kp * kMR;
-    for (int64_t g = 0; g < p.kp; ++g)
-      for (int64_t r = 0; r < kMR; ++r) {
-        const int64_t i = ip * kMR + r;
-        *dst++ = at(a, m, k, i, 2 * g) | at(a, m, k, i, 2 * g + 1) << 16;
-      }
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t jp = 0; jp < p.np; ++jp) {
-    uint32_t* dst = p.b.data() + jp * p.kp * nr;
-    const int64_t j0 = jp * nr;
-    for (int64_t g = 0; g < p.kp; ++g)
-      for (int64_t c = 0; c < nr; ++c) *dst++ = at(b, k, n, 2 * g, j0 + c) | at(b, k, n, 2 * g + 1, j0 + c) << 16;
-  }
+  pack_f32(p, a, b, m, k, n);
   return p;
 }
 
 // The kernel names its MR x 4 sums one by one (an array of vectors is spilled to the stack by GCC).
 #define LADDER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 static_assert(kMR == 6, "LADDER_ROWS names kMR rows");
-
-// One MR x 64 tile over kp k-pairs: c (row stride ldc) = +0 (first block) or c, then the chain of pairs.
-__attribute__((target("avx512f,avx512bf16"))) void kernel_avx512(const uint32_t* ap, const uint32_t* bp, int64_t kp,
-                                                                  float* c, int64_t ldc, bool first) {
-  constexpr int64_t kNR = 64;
-  // (no lambdas here: a lambda does not inherit the target attribute)
-#define LADDER_LD(at) (first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + (at)))
-#define LADDER_LOAD(r) __m512 c##r##0 = LADDER_LD(r * ldc), c##r##1 = LADDER_LD(r * ldc + 16), \
-                              c##r##2 = LADDER_LD(r * ldc + 32), c##r##3 = LADDER_LD(r * ldc + 48);
-  LADDER_ROWS(LADDER_LOAD)
-#undef LADDER_LOAD
-#undef LADDER_LD
-  for (int64_t g = 0; g < kp; ++g) {
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + g * kNR), b1 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 16),
-                   b2 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 32),
-                   b3 = (__m512bh)_mm512_loadu_si512(bp + g * kNR + 48);
-    const uint32_t* ag = ap + g * kMR;
-#define LADDER_STEP(r)                                                            \
-  {                                                                               \
-    const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(ag[r]));     \
-    c##r##0 = _mm512_dpbf16_ps(c##r##0, x, b0);                                   \
-    c##r##1 = _mm512_dpbf16_ps(c##r##1, x, b1);                                   \
-    c##r##2 = _mm512_dpbf16_ps(c##r##2, x, b2);                                   \
-    c##r##3 = _mm512_dpbf16_ps(c##r##3, x, b3);                                   \
-  }
-    LADDER_ROWS(LADDER_STEP)
-#undef LADDER_STEP
-  }
-#define LADDER_STORE(r)                         \
-  _mm512_storeu_ps(c + r * ldc, c##r##0);       \
-  _mm512_storeu_ps(c + r * ldc + 16, c##r##1);  \
-  _mm512_storeu_ps(c + r * ldc + 32, c##r##2);  \
-  _mm512_storeu_ps(c + r * ldc + 48, c##r##3);
-  LADDER_ROWS(LADDER_STORE)
-#undef LADDER_STORE
-}
 
 // One MR x 16 tile over kp k-pairs, AVX2 + FMA, under kMxcsrFtz (run_packed sets it); float32 operands
 // (the layout above; 15 registers: 12 sums, 2 of b, 1 of a). Every sum takes its pair's odd step, then its
@@ -217,10 +154,10 @@ __attribute__((target("avx2,fma"), noinline)) void kernel_avx2(const uint32_t* a
 using Kernel = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, bool);
 
 void run_packed(const PackedBf16& p, float* c, int64_t m, int64_t n, Kernel kernel, bool ftz) {
-  // k-pairs per block (b's micro-panel: 16 KB, 8 KB on AVX2), row panels per block (at most 64, evenly
+  // k-pairs per block (b's micro-panel: 8 KB), row panels per block (at most 64, evenly
   // split: a's block, 384 rows x 64 pairs, stays in L2, and b streams from memory ceil(m / 384) times),
   // column panels per block (512 columns).
-  const int64_t nr = p.nr, aw = p.f32 ? 2 : 1, kc = 64, mb = (p.mp + 63) / 64, mc = (p.mp + mb - 1) / mb;
+  const int64_t nr = p.nr, aw = 2, kc = 64, mb = (p.mp + 63) / 64, mc = (p.mp + mb - 1) / mb;
   const int64_t nc = 512 / nr, nb = (p.np + nc - 1) / nc;
   if (p.kp == 0) {  // k = 0: every chain is empty, c = +0
     std::fill(c, c + m * n, 0.0f);
@@ -297,8 +234,8 @@ void gemm_bf16_cpu(const uint16_t* a, const uint16_t* b, float* c, int64_t m, in
   require(bf16_path_available(path), "gemm_bf16_cpu: path = {} is not available on this CPU", cpu_path_name(path));
   if (m == 0 || n == 0) return;
   if (path == CpuPath::portable) return portable(a, b, c, m, k, n);
-  const bool f32 = path == CpuPath::avx2;
-  run_packed(pack(a, b, m, k, n, f32), c, m, n, f32 ? kernel_avx2 : kernel_avx512, f32);
+  if (path == CpuPath::avx512) return detail::gemm_bf16_avx512(a, b, c, m, k, n);  // cpu_gemm_bf16_avx512.cpp
+  run_packed(pack(a, b, m, k, n), c, m, n, kernel_avx2, true);
 }
 
 }  // namespace ladder::precision

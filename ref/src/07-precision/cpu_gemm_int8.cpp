@@ -1,5 +1,6 @@
 // ref/src/07-precision/cpu_gemm_int8.cpp -- the int8 GEMM's CPU paths (ladder/07-precision/cpu_gemm.hpp):
-// AVX512-VNNI, AVX-VNNI and AVX2 kernels behind function attributes, chosen at run time, and the portable loop.
+// AVX-VNNI and AVX2 kernels behind function attributes, chosen at run time, the portable loop, and the
+// dispatch to the AVX512-VNNI path (cpu_gemm_int8_avx512.cpp, which packs only b, per thread).
 //
 // Packing (Goto and van de Geijn, "Anatomy of high-performance matrix multiplication", ACM TOMS 34(3),
 // 2008): b in panels of NR columns, each k-group of 4 rows stored as NR dwords (column c's 4 bytes
@@ -127,39 +128,6 @@ inline int32_t load_dword(const uint8_t* p) {
 // The kernels name their MR x NR/lanes sums one by one (an array of vectors is spilled to the stack by GCC).
 #define LADDER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 static_assert(kMR == 6, "LADDER_ROWS names kMR rows");
-
-// One MR x 64 tile over kg k-groups: c (row stride ldc) = init (first block) or c, plus the products.
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void kernel_avx512(const uint8_t* ap, const int8_t* bp,
-    int64_t kg, int32_t* c, int64_t ldc, const int32_t* init) {
-#define LADDER_LOAD(r) __m512i c##r##0 = _mm512_loadu_si512(init ? init : c + r * ldc),              \
-                               c##r##1 = _mm512_loadu_si512(init ? init + 16 : c + r * ldc + 16),    \
-                               c##r##2 = _mm512_loadu_si512(init ? init + 32 : c + r * ldc + 32),    \
-                               c##r##3 = _mm512_loadu_si512(init ? init + 48 : c + r * ldc + 48);
-  LADDER_ROWS(LADDER_LOAD)
-#undef LADDER_LOAD
-  for (int64_t g = 0; g < kg; ++g) {
-    const __m512i b0 = _mm512_loadu_si512(bp + g * 256), b1 = _mm512_loadu_si512(bp + g * 256 + 64),
-                  b2 = _mm512_loadu_si512(bp + g * 256 + 128), b3 = _mm512_loadu_si512(bp + g * 256 + 192);
-    const uint8_t* ag = ap + g * kMR * 4;
-#define LADDER_STEP(r)                                                  \
-  {                                                                     \
-    const __m512i x = _mm512_set1_epi32(load_dword(ag + 4 * r));       \
-    c##r##0 = _mm512_dpbusd_epi32(c##r##0, x, b0);                      \
-    c##r##1 = _mm512_dpbusd_epi32(c##r##1, x, b1);                      \
-    c##r##2 = _mm512_dpbusd_epi32(c##r##2, x, b2);                      \
-    c##r##3 = _mm512_dpbusd_epi32(c##r##3, x, b3);                      \
-  }
-    LADDER_ROWS(LADDER_STEP)
-#undef LADDER_STEP
-  }
-#define LADDER_STORE(r)                            \
-  _mm512_storeu_si512(c + r * ldc, c##r##0);       \
-  _mm512_storeu_si512(c + r * ldc + 16, c##r##1);  \
-  _mm512_storeu_si512(c + r * ldc + 32, c##r##2);  \
-  _mm512_storeu_si512(c + r * ldc + 48, c##r##3);
-  LADDER_ROWS(LADDER_STORE)
-#undef LADDER_STORE
-}
 
 // One MR x 16 tile, AVX-VNNI (VEX-encoded VPDPBUSD on ymm; 16 registers: 12 sums, 2 of b, 1 of a).
 __attribute__((target("avx2,avxvnni"))) void kernel_avx(const uint8_t* ap, const int8_t* bp, int64_t kg,
@@ -303,9 +271,9 @@ void gemm_s8s8s32_cpu(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, i
   require(int8_path_available(path), "gemm_s8s8s32_cpu: path = {} is not available on this CPU", cpu_path_name(path));
   if (m == 0 || n == 0) return;
   if (path == CpuPath::portable) return portable(a, b, c, m, k, n);
-  const bool wide = path == CpuPath::avx512, i16 = path == CpuPath::avx2;
-  run_packed(pack(a, b, m, k, n, wide ? 64 : 16, i16), c, m, n,
-             wide ? kernel_avx512 : i16 ? kernel_avx2 : kernel_avx);
+  if (path == CpuPath::avx512) return detail::gemm_s8s8s32_avx512(a, b, c, m, k, n);  // cpu_gemm_int8_avx512.cpp
+  const bool i16 = path == CpuPath::avx2;
+  run_packed(pack(a, b, m, k, n, 16, i16), c, m, n, i16 ? kernel_avx2 : kernel_avx);
 }
 
 }  // namespace ladder::precision

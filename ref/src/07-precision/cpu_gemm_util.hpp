@@ -1,6 +1,7 @@
 // ref/src/07-precision/cpu_gemm_util.hpp -- what the int8 and bf16 CPU GEMMs share (private to the library):
 // resolving `automatic` to the widest path the CPU has, or to the path LADDER_CPU_PATH names.
 #pragma once
+#include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
@@ -9,6 +10,11 @@
 #include "ladder/core/error.hpp"
 
 namespace ladder::precision::detail {
+
+// The AVX-512 paths, each in its own unit (cpu_gemm_int8_avx512.cpp, cpu_gemm_bf16_avx512.cpp): the same
+// contract as gemm_s8s8s32_cpu / gemm_bf16_cpu; the caller has checked the arguments and the CPU.
+void gemm_s8s8s32_avx512(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t k, int64_t n);
+void gemm_bf16_avx512(const uint16_t* a, const uint16_t* b, float* c, int64_t m, int64_t k, int64_t n);
 
 // The widest of `widest_first` (avx512, avx, avx2 in that order) that the CPU has and that LADDER_CPU_PATH
 // allows: the variable caps the width (avx512: no cap; avx: no AVX-512 path; avx2: no AVX-512 or AVX-VNNI

@@ -51,8 +51,9 @@ CpuPath int8_path();
 CpuPath bf16_path();
 
 // c = a b exactly (see above); k <= kA8W8MaxK (a8w8.hpp) or an Error naming K; an unavailable path is an
-// Error naming it. m, n, k >= 0. Runs on the OpenMP threads. The fast paths pack a and b into buffers of
-// about their size that the calling thread keeps for its next call (no fresh pages to fault in per call).
+// Error naming it. m, n, k >= 0. Runs on the OpenMP threads. The AVX-512 path reads a in place and packs b
+// per thread, a column chunk at a time; the other fast paths pack a and b. Each keeps its buffers for the
+// thread's next call (no fresh pages to fault in per call).
 void gemm_s8s8s32_cpu(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t k, int64_t n,
                       CpuPath path = CpuPath::automatic);
 
