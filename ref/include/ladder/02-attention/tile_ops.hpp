@@ -106,42 +106,44 @@ inline float exp_sum(float* s, int64_t n, float m) {
 template <class T>
 void nt(In<T> A, In<T> B, Out<T> C) {
   if constexpr (std::is_same_v<T, float>)
-    simd::nt(C.rows(), C.cols(), A.cols(), A.data(), A.outerStride(), B.data(), B.outerStride(), C.data(),
-             C.outerStride());
-  else
-    C.noalias() = A * B.transpose();
+    if (!simd::eigen_for_bench())
+      return simd::nt(C.rows(), C.cols(), A.cols(), A.data(), A.outerStride(), B.data(), B.outerStride(), C.data(),
+                      C.outerStride());
+  C.noalias() = A * B.transpose();
 }
 // C += A B
 template <class T>
 void nn_add(In<T> A, In<T> B, Out<T> C) {
   if constexpr (std::is_same_v<T, float>)
-    simd::gemm(C.rows(), C.cols(), A.cols(), A.data(), A.outerStride(), 1, B.data(), B.outerStride(), C.data(),
-               C.outerStride(), true);
-  else
-    C.noalias() += A * B;
+    if (!simd::eigen_for_bench())
+      return simd::gemm(C.rows(), C.cols(), A.cols(), A.data(), A.outerStride(), 1, B.data(), B.outerStride(), C.data(),
+                        C.outerStride(), true);
+  C.noalias() += A * B;
 }
 // C += alpha (A B); float: acc_ij = (A B)_ij in the fixed order, then C_ij + alpha acc_ij (a product, a sum)
 template <class T>
 void nn_add(T alpha, In<T> A, In<T> B, Out<T> C) {
   if constexpr (std::is_same_v<T, float>) {
-    thread_local std::vector<float> acc;
-    const int64_t M = C.rows(), N = C.cols();
-    if (acc.size() < static_cast<size_t>(M * N)) acc.resize(static_cast<size_t>(M * N));
-    simd::gemm(M, N, A.cols(), A.data(), A.outerStride(), 1, B.data(), B.outerStride(), acc.data(), N, false);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C(i, j) = C(i, j) + alpha * acc[static_cast<size_t>(i * N + j)];
-  } else {
-    C.noalias() += alpha * (A * B);
+    if (!simd::eigen_for_bench()) {
+      thread_local std::vector<float> acc;
+      const int64_t M = C.rows(), N = C.cols();
+      if (acc.size() < static_cast<size_t>(M * N)) acc.resize(static_cast<size_t>(M * N));
+      simd::gemm(M, N, A.cols(), A.data(), A.outerStride(), 1, B.data(), B.outerStride(), acc.data(), N, false);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) C(i, j) = C(i, j) + alpha * acc[static_cast<size_t>(i * N + j)];
+      return;
+    }
   }
+  C.noalias() += alpha * (A * B);
 }
 // C += A^T B (float: A read transposed in place, A(r, k) = A[k lda + r])
 template <class T>
 void tn_add(In<T> A, In<T> B, Out<T> C) {
   if constexpr (std::is_same_v<T, float>)
-    simd::gemm(C.rows(), C.cols(), A.rows(), A.data(), 1, A.outerStride(), B.data(), B.outerStride(), C.data(),
-               C.outerStride(), true);
-  else
-    C.noalias() += A.transpose() * B;
+    if (!simd::eigen_for_bench())
+      return simd::gemm(C.rows(), C.cols(), A.rows(), A.data(), 1, A.outerStride(), B.data(), B.outerStride(), C.data(),
+                        C.outerStride(), true);
+  C.noalias() += A.transpose() * B;
 }
 
 // The row softmax of the tiled forward, per row of the S tile (raw row pointers: a row of a row-major
@@ -175,7 +177,8 @@ T row_max(const T* s, int64_t n) {
 // exp_sum: s[j] = e^{s[j] - m} in place for j < n; returns their sum.
 template <class T>
 T exp_sum(T* s, int64_t n, T m) {
-  if constexpr (std::is_same_v<T, float>) return simd::exp_sum(s, n, m);
+  if constexpr (std::is_same_v<T, float>)
+    if (!simd::eigen_for_bench()) return simd::exp_sum(s, n, m);
   using P = typename Eigen::internal::packet_traits<T>::type;
   constexpr int64_t k = Eigen::internal::packet_traits<T>::size;
   namespace ei = Eigen::internal;

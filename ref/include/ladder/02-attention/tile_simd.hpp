@@ -84,6 +84,10 @@ inline Path path() {
   const int cap = o >= 0 ? o : detail::env_cap();
   return static_cast<Path>(std::min(static_cast<int>(detail::widest()), cap));
 }
+// Benchmark hook, never set by the library: while true, the float products and exp_sum take the Eigen code
+// the double ones use (the tiled rungs as they were before these kernels), so bench_02 times both in one run.
+inline std::atomic<bool> eigen_products_for_bench{false};
+inline bool eigen_for_bench() { return eigen_products_for_bench.load(std::memory_order_relaxed); }
 // Tests: cap the path (process-wide) until reset_path_cap().
 inline void set_path_cap(Path p) { detail::cap_override.store(static_cast<int>(p), std::memory_order_relaxed); }
 inline void reset_path_cap() { detail::cap_override.store(-1, std::memory_order_relaxed); }

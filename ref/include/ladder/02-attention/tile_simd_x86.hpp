@@ -13,6 +13,12 @@
 
 #include "ladder/02-attention/tile_simd.hpp"
 
+// GCC 12 flags the `__m512i __Y = __Y;` of _mm512_undefined_epi32 inside the AVX-512 intrinsics as maybe
+// uninitialised when the unit itself is not compiled for AVX-512 (a target attribute, -march below v4).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 namespace ladder::attention::tile::simd::x86 {
 
 // ---- AVX-512 -----------------------------------------------------------------------------------------
@@ -278,3 +284,5 @@ LADDER_T256 inline void transpose8(int64_t N, int64_t K, const float* B, int64_t
 }
 
 }  // namespace ladder::attention::tile::simd::x86
+
+#pragma GCC diagnostic pop
