@@ -1,9 +1,11 @@
 // ladder/02-attention/tile_ops.hpp -- the tile products of the tiled rungs (tiled.hpp, recompute.hpp):
 // S = Q_i K_j^T, O_i += P V_j, dV_j += P^T dO_i, dQ_i += scale dS K_j, ...
 //
-// Each is the same Eigen product expression the rungs wrote inline (same kernels, same blocking, same
-// bits), behind a function on row-major tile views whose float and double instantiations the library
-// compiles once (ref/src/02-attention/tile_ops.cpp). In the project's own g++ builds (LADDER_LAB_READY,
+// In double each is the Eigen product expression the rungs wrote inline; in float, the kernels of
+// tile_simd.hpp (register-blocked for AVX-512 / AVX2, one summation order fixed by the code on every CPU:
+// 1.25x (d = 128) and 1.36x (d = 59) the Eigen form's speed in the tiled forward, one loaded Zen 5 run,
+// bench_02's BM_tiled_eigen). Each sits behind a function on row-major tile views whose float and double
+// instantiations the library compiles once (ref/src/02-attention/tile_ops.cpp). In the project's own g++ builds (LADDER_LAB_READY,
 // ladder/core/lab.hpp) `extern template` below keeps every other unit from instantiating them: Eigen's
 // GEMM is most of the compile time of a unit that uses it, so the library and tests compile faster and
 // lab 02's student units (ref/src/02-attention/lab/*.cpp) compile only the student's row loops: a save is
@@ -147,7 +149,8 @@ void tn_add(In<T> A, In<T> B, Out<T> C) {
 }
 
 // The row softmax of the tiled forward, per row of the S tile (raw row pointers: a row of a row-major
-// tile is contiguous). Both are Eigen's packet code -- the same pexp that `.exp()` of an array uses --
+// tile is contiguous). exp_sum in float is tile_simd.hpp's (a fixed e^x and a 16-lane sum: the same bits at
+// every vector width); otherwise both are Eigen's packet code -- the same pexp that `.exp()` of an array uses --
 // written as loops so that (a) the maximum runs on four accumulators: a single one is bound by the
 // latency of vmaxps, and a 256-wide row spent ~2 us per tile there; (b) P = e^{s - m} and its sum are
 // one pass over the row instead of two. One 256 x 256 float tile at d = 64, one AVX-512 core: the row
