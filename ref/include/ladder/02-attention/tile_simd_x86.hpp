@@ -16,7 +16,9 @@
 // GCC 12 flags the `__m512i __Y = __Y;` of _mm512_undefined_epi32 inside the AVX-512 intrinsics as maybe
 // uninitialised when the unit itself is not compiled for AVX-512 (a target attribute, -march below v4).
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace ladder::attention::tile::simd::x86 {
