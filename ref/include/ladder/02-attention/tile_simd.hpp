@@ -33,6 +33,7 @@
 #include "ladder/core/error.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define LADDER_TILE_SIMD_X86 1
 #define LADDER_T512 __attribute__((target("avx512f,avx2,fma")))
@@ -50,10 +51,19 @@ inline std::atomic<int> cap_override{-1};  // set_path_cap's value; -1: LADDER_C
 
 inline Path widest() {
 #ifdef LADDER_TILE_SIMD_X86
+  // CPUID and XGETBV directly, not __builtin_cpu_supports: that reads libgcc's static __cpu_model, which a
+  // JIT (clang-repl running the notebooks) cannot link. AVX-512 needs the OS to save zmm and k registers
+  // (XCR0 bits 1, 2, 5, 6, 7), AVX2 the ymm ones (bits 1, 2).
   static const Path hw = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return Path::avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Path::avx2;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return Path::portable;  // OSXSAVE
+    const bool fma = c & (1u << 12);
+    unsigned xlo = 0, xhi = 0;
+    __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return Path::portable;
+    const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16);
+    if (avx512f && avx2 && fma && (xlo & 0xE6u) == 0xE6u) return Path::avx512;
+    if (avx2 && fma && (xlo & 0x6u) == 0x6u) return Path::avx2;
     return Path::portable;
   }();
   return hw;
