@@ -116,6 +116,10 @@ def stages(res, R):
         for d in (128, 59):
             naive, plain = find(a, f"BM_naive/{d}")["GFLOP/s"], find(a, f"BM_eigen_naive/{d}")["GFLOP/s"]
             R.append(record("02", f"attention d={d}: naive rung vs plain Eigen naive", naive, "GFLOP/s", plain, 1 / 1.5))
+        for d in (128, 59):  # BM_tiled_eigen: the same rung on Eigen's GEMM and pexp (before issue 44), same run
+            if any(k.startswith(f"BM_tiled_eigen/{d}") for k in a):
+                R.append(record("02", f"attention d={d}: tiled speedup over its Eigen-product form",
+                                find(a, f"BM_tiled/{d}")["GFLOP/s"], "GFLOP/s", find(a, f"BM_tiled_eigen/{d}")["GFLOP/s"], None))
         for d in (128, 111, 64, 59):  # BM_onednn_gemm: the attention's own two products, S = Q K^T and O = S V
             compute_bound(R, "02", f"attention d={d}: tiled", find(a, f"BM_tiled/{d}")["GFLOP/s"], peak,
                           find(a, f"BM_gemm/{d}")["GFLOP/s"], rate(a, f"BM_onednn_gemm/{d}", "GFLOP/s"))

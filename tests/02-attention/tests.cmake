@@ -5,6 +5,7 @@ ladder_add_test(test_02_attention
           ${CMAKE_CURRENT_LIST_DIR}/test_attention_numerics.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_attention_cost.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_attention_shapes.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_tile_simd.cpp
   LIBS ladder_cuda ladder_core)
 # `ladder reproduce 02-attention --quick` through its entry point.
 ladder_add_test(test_02_attention_cli SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_cli.cpp LIBS ladder_cli)

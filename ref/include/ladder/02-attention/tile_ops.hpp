@@ -1,9 +1,11 @@
 // ladder/02-attention/tile_ops.hpp -- the tile products of the tiled rungs (tiled.hpp, recompute.hpp):
 // S = Q_i K_j^T, O_i += P V_j, dV_j += P^T dO_i, dQ_i += scale dS K_j, ...
 //
-// Each is the same Eigen product expression the rungs wrote inline (same kernels, same blocking, same
-// bits), behind a function on row-major tile views whose float and double instantiations the library
-// compiles once (ref/src/02-attention/tile_ops.cpp). In the project's own g++ builds (LADDER_LAB_READY,
+// In double each is the Eigen product expression the rungs wrote inline; in float, the kernels of
+// tile_simd.hpp (register-blocked for AVX-512 / AVX2, one summation order fixed by the code on every CPU:
+// 1.25x (d = 128) and 1.36x (d = 59) the Eigen form's speed in the tiled forward, one loaded Zen 5 run,
+// bench_02's BM_tiled_eigen). Each sits behind a function on row-major tile views whose float and double
+// instantiations the library compiles once (ref/src/02-attention/tile_ops.cpp). In the project's own g++ builds (LADDER_LAB_READY,
 // ladder/core/lab.hpp) `extern template` below keeps every other unit from instantiating them: Eigen's
 // GEMM is most of the compile time of a unit that uses it, so the library and tests compile faster and
 // lab 02's student units (ref/src/02-attention/lab/*.cpp) compile only the student's row loops: a save is
@@ -13,11 +15,17 @@
 #pragma once
 #include "ladder/core/eigen.hpp"
 #include "ladder/core/tensor.hpp"
+#include "ladder/02-attention/tile_simd.hpp"
+#ifdef LADDER_TILE_SIMD_X86
+#include "ladder/02-attention/tile_simd_x86.hpp"
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 namespace ladder::attention::tile {
 
@@ -44,29 +52,105 @@ using In = Eigen::Ref<const Mat<T>, 0, Eigen::OuterStride<>>;
 template <class T>
 using Out = Eigen::Ref<Mat<T>, 0, Eigen::OuterStride<>>;
 
+// ---- the float kernels' dispatch (tile_simd.hpp says what they compute and in which order) ---------
+namespace simd {
+// C (=|+=) A B on the current path (gemm_portable's arguments).
+inline void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb,
+                 float* C, int64_t ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+    return;
+  }
+#ifdef LADDER_TILE_SIMD_X86
+  switch (path()) {
+    case Path::avx512: return x86::gemm512(M, N, K, A, ars, aks, B, ldb, C, ldc, accumulate);
+    case Path::avx2: return x86::gemm256(M, N, K, A, ars, aks, B, ldb, C, ldc, accumulate);
+    case Path::portable: break;
+  }
+#endif
+  gemm_portable(M, N, K, A, ars, aks, B, ldb, C, ldc, accumulate);
+}
+
+// C = A B^T (A [M, K], B [N, K]): B^T packed into a per-thread buffer (a copy: 8 x 8 blocks on the vector
+// paths), then gemm.
+inline void nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+               int64_t ldc) {
+  thread_local std::vector<float> bt;
+  const int64_t ldt = (N + 15) / 16 * 16;
+  if (bt.size() < static_cast<size_t>(K * ldt)) bt.resize(static_cast<size_t>(K * ldt));
+#ifdef LADDER_TILE_SIMD_X86
+  if (path() != Path::portable)
+    x86::transpose8(N, K, B, ldb, bt.data(), ldt);
+  else
+#endif
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k) bt[static_cast<size_t>(k * ldt + j)] = B[j * ldb + k];
+  gemm(M, N, K, A, lda, 1, bt.data(), ldt, C, ldc, false);
+}
+
+// s[j] = e^{s[j] - m} for j < n; returns their sum.
+inline float exp_sum(float* s, int64_t n, float m) {
+#ifdef LADDER_TILE_SIMD_X86
+  switch (path()) {
+    case Path::avx512: return x86::exp_sum512(s, n, m);
+    case Path::avx2: return x86::exp_sum256(s, n, m);
+    case Path::portable: break;
+  }
+#endif
+  return exp_sum_portable(s, n, m);
+}
+}  // namespace simd
+
 // C = A B^T
+// float: simd::, the fixed order of tile_simd.hpp; double: Eigen's GEMM.
 template <class T>
 void nt(In<T> A, In<T> B, Out<T> C) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!simd::eigen_for_bench())
+      return simd::nt(C.rows(), C.cols(), A.cols(), A.data(), A.outerStride(), B.data(), B.outerStride(), C.data(),
+                      C.outerStride());
   C.noalias() = A * B.transpose();
 }
 // C += A B
 template <class T>
 void nn_add(In<T> A, In<T> B, Out<T> C) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!simd::eigen_for_bench())
+      return simd::gemm(C.rows(), C.cols(), A.cols(), A.data(), A.outerStride(), 1, B.data(), B.outerStride(), C.data(),
+                        C.outerStride(), true);
   C.noalias() += A * B;
 }
-// C += alpha (A B)
+// C += alpha (A B); float: acc_ij = (A B)_ij in the fixed order, then C_ij + alpha acc_ij (a product, a sum)
 template <class T>
 void nn_add(T alpha, In<T> A, In<T> B, Out<T> C) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!simd::eigen_for_bench()) {
+      thread_local std::vector<float> acc;
+      const int64_t M = C.rows(), N = C.cols();
+      if (acc.size() < static_cast<size_t>(M * N)) acc.resize(static_cast<size_t>(M * N));
+      simd::gemm(M, N, A.cols(), A.data(), A.outerStride(), 1, B.data(), B.outerStride(), acc.data(), N, false);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) C(i, j) = C(i, j) + alpha * acc[static_cast<size_t>(i * N + j)];
+      return;
+    }
+  }
   C.noalias() += alpha * (A * B);
 }
-// C += A^T B
+// C += A^T B (float: A read transposed in place, A(r, k) = A[k lda + r])
 template <class T>
 void tn_add(In<T> A, In<T> B, Out<T> C) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!simd::eigen_for_bench())
+      return simd::gemm(C.rows(), C.cols(), A.rows(), A.data(), 1, A.outerStride(), B.data(), B.outerStride(), C.data(),
+                        C.outerStride(), true);
   C.noalias() += A.transpose() * B;
 }
 
 // The row softmax of the tiled forward, per row of the S tile (raw row pointers: a row of a row-major
-// tile is contiguous). Both are Eigen's packet code -- the same pexp that `.exp()` of an array uses --
+// tile is contiguous). exp_sum in float is tile_simd.hpp's (a fixed e^x and a 16-lane sum: the same bits at
+// every vector width); otherwise both are Eigen's packet code -- the same pexp that `.exp()` of an array uses --
 // written as loops so that (a) the maximum runs on four accumulators: a single one is bound by the
 // latency of vmaxps, and a 256-wide row spent ~2 us per tile there; (b) P = e^{s - m} and its sum are
 // one pass over the row instead of two. One 256 x 256 float tile at d = 64, one AVX-512 core: the row
@@ -96,6 +180,8 @@ T row_max(const T* s, int64_t n) {
 // exp_sum: s[j] = e^{s[j] - m} in place for j < n; returns their sum.
 template <class T>
 T exp_sum(T* s, int64_t n, T m) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!simd::eigen_for_bench()) return simd::exp_sum(s, n, m);
   using P = typename Eigen::internal::packet_traits<T>::type;
   constexpr int64_t k = Eigen::internal::packet_traits<T>::size;
   namespace ei = Eigen::internal;

@@ -21,9 +21,10 @@
 // tile the hidden entries are left out of the max and get P = 0. A fully masked row ends with l = 0:
 // O = 0, L = m = -inf by definition.
 //
-// The tile products are Eigen GEMMs on the tile buffers (single-threaded; the tasks are parallel),
-// which is what makes the rung fast on a CPU; they are the tile:: functions of tile_ops.hpp, compiled
-// once in the library (plain Eigen expressions in their place give the same bits). The buffers stand for on-chip memory: loading Q_i
+// The tile products are GEMMs on the tile buffers (single-threaded; the tasks are parallel), which is
+// what makes the rung fast on a CPU: the tile:: functions of tile_ops.hpp, compiled once in the library;
+// in float they and the row exp are tile_simd.hpp's register-blocked kernels, whose summation order is
+// fixed by the code (the same bits with AVX-512, AVX2 or none), in double Eigen's GEMM. The buffers stand for on-chip memory: loading Q_i
 // (scaled by `scale` on the way, so S = Q_i K_j^T needs no extra pass), K_j and V_j, and storing O_i
 // and L_i are the only accesses to the [B,H,N,d] arrays, and are what Traffic counts.
 // The buffers are dp = tile::width(d) wide, d rounded up to a 64-byte line with zero columns past d
