@@ -82,14 +82,15 @@ function(ladder_gpu_host_flags target)
   set_target_properties(${target} PROPERTIES INTERFACE_COMPILE_OPTIONS "${out}")
 endfunction()
 
-# ladder_gpu_add_test(<name> SOURCES ... LIBS ... [SIMT]) -- ladder_add_test (tests/CMakeLists.txt) in
-# the GPU build: emulator-only tests and sources left out, the rest registered once. Label "gpu" for
-# tests of CUDA rungs (they need a device), "unit" for the others.
+# ladder_gpu_add_test(<name> SOURCES ... LIBS ... [SIMT] [DEVICE]) -- ladder_add_test (tests/CMakeLists.txt)
+# in the GPU build: emulator-only tests and sources left out, the rest registered once. Label "gpu" for
+# tests of CUDA rungs (they need a device), "unit" for the others. DEVICE marks a test of tests/simt/
+# whose checks hold on hardware too (test_tensor_core: what the PTX ISA defines, not what the emulator adds).
 function(ladder_gpu_add_test name)
-  cmake_parse_arguments(T "SIMT" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "SIMT;DEVICE" "" "SOURCES;LIBS;LABELS" ${ARGN})
   set(sources)
   foreach(src IN LISTS T_SOURCES)
-    if(src MATCHES "/tests/simt/")
+    if(src MATCHES "/tests/simt/" AND NOT T_DEVICE)
       return()  # the emulator's self-tests
     elseif(NOT src MATCHES "_planted\\.cu$")  # planted bugs found through simt::Schedule diagnostics
       list(APPEND sources ${src})

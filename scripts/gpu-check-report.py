@@ -90,6 +90,9 @@ def main(work):
         sanitizer.append({"binary": binary, "tool": tool, "exit": int(code.group(1)) if code else None,
                           "summary": "; ".join(s.replace("========= ", "") for s in summary)})
 
+    tc_log = os.path.join(work, "logs", "tc-bits.log")
+    tc_bits = re.findall(r"^tensor-core bits: (.*)$", read(tc_log), re.M) if os.path.exists(tc_log) else []
+
     bench = None
     if os.path.exists(os.path.join(work, "bench.json")):
         bench = json.loads(read(os.path.join(work, "bench.json")))
@@ -108,7 +111,7 @@ def main(work):
     passed = all(s["status"] in ("pass", "skipped") for s in steps) and {s["step"] for s in steps} >= {
         "tests", "sanitize", "bench"}
     result = {"pass": passed, "meta": meta, "steps": steps, "tests": tests, "sanitizer": sanitizer, "bench": bench,
-              "peers": peers, "targets": targets}
+              "peers": peers, "targets": targets, "tensor_core_bits": tc_bits}
     with open(os.path.join(work, "report.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
 
@@ -126,6 +129,11 @@ def main(work):
     if sanitizer:
         md += ["", "## compute-sanitizer", "", "| binary | tool | exit | summary |", "|---|---|---|---|"]
         md += [f"| {s['binary']} | {s['tool']} | {s['exit']} | {s['summary']} |" for s in sanitizer]
+    if tc_bits:
+        md += ["", "## Tensor-core arithmetic: the device against the SIMT emulation", "",
+               "Random tiles through `mma.sync` (tests/simt/test_tensor_core.cpp); the emulation sums c first, then "
+               "k = 0..K-1, rounding each sum to fp32.", ""]
+        md += [f"- {line}" for line in tc_bits]
     if bench:
         md += ["", "## Benchmark", "", f"{bench['device']}, {bench['sms']} SMs, median of {bench['reps']} calls. "
                f"Floors measured in this run: copy {bench['copy_gbs']:.0f} GB/s, fp32 FMA {bench['fma_tflops']:.1f} "

@@ -16,5 +16,11 @@ ladder_add_test(test_simt SIMT
           ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_detection.cpp
           ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_mma.cpp
   LIBS ladder_simt)
+# What the PTX ISA defines of the tensor-core operations (fragments, ldmatrix, mma arithmetic, cp.async after
+# its waits): on the emulator here, and on the device in the native GPU build (DEVICE), where it also
+# measures how the hardware's mma bits differ from the emulation's.
+ladder_add_test(test_tensor_core SIMT DEVICE
+  SOURCES ${SIMT_MMA_KERNELS} ${CMAKE_CURRENT_LIST_DIR}/simt/test_tensor_core.cpp
+  LIBS ladder_simt)
 ladder_nvcc_check(simt_tests SOURCES ${SIMT_TEST_KERNELS})
 ladder_nvcc_check(simt_mma SOURCES ${SIMT_MMA_KERNELS} ARCHS 80 89 90)

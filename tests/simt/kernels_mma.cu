@@ -115,7 +115,7 @@ __global__ void fragments_both_ways_kernel(const std::uint32_t* a, const std::ui
   o[11] = br[1];
 }
 
-__global__ void cp_async_probe_kernel(const int* src, int* out) {
+__global__ void cp_async_probe_kernel(const int* src, int* out, bool read_in_flight) {
   SIMT_DYNAMIC_SHARED(int, s);
   const int t = threadIdx.x;
   int* o = out + t * cp_async_outputs;
@@ -125,11 +125,15 @@ __global__ void cp_async_probe_kernel(const int* src, int* out) {
   simt::cp_async_cg(s + 192 + t * 4, src + 192 + t * 4, 8);
   simt::cp_async_ca<4>(s + 320 + t, src + 320 + t);
   simt::cp_async_commit_group();
-  for (int i = 0; i < 4; ++i) o[i] = s[t * 4 + i];  // before any wait: still in flight
+  for (int i = 0; i < cp_async_outputs; ++i) o[i] = 0;
+  if (read_in_flight)
+    for (int i = 0; i < 4; ++i) o[i] = s[t * 4 + i];  // before any wait: still in flight
   simt::cp_async_wait_group<1>();
   for (int i = 0; i < 4; ++i) o[4 + i] = s[t * 4 + i];
-  for (int i = 0; i < 4; ++i) o[8 + i] = s[192 + t * 4 + i];
-  for (int i = 0; i < 2; ++i) o[12 + i] = s[128 + t * 2 + i];
+  if (read_in_flight) {  // group 1 may still be in flight
+    for (int i = 0; i < 4; ++i) o[8 + i] = s[192 + t * 4 + i];
+    for (int i = 0; i < 2; ++i) o[12 + i] = s[128 + t * 2 + i];
+  }
   simt::cp_async_wait_group<0>();
   for (int i = 0; i < 4; ++i) o[14 + i] = s[192 + t * 4 + i];
   for (int i = 0; i < 2; ++i) o[18 + i] = s[128 + t * 2 + i];
@@ -257,11 +261,12 @@ std::vector<std::uint32_t> fragments_both_ways(const std::vector<std::uint32_t>&
   return out.to_host();
 }
 
-std::vector<std::int32_t> cp_async_probe() {
+std::vector<std::int32_t> cp_async_probe(bool read_in_flight) {
   std::vector<int> src(352);
   for (int i = 0; i < 352; ++i) src[i] = 1000 + i;
   DeviceBuffer<int> dsrc(src), out(32 * cp_async_outputs);
-  simt::launch(cp_async_probe_kernel, dim3(1), dim3(32), 352 * sizeof(int), dsrc.data(), out.data());
+  simt::launch(cp_async_probe_kernel, dim3(1), dim3(32), 352 * sizeof(int), dsrc.data(), out.data(),
+               read_in_flight);
   return out.to_host();
 }
 

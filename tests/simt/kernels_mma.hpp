@@ -77,8 +77,10 @@ inline constexpr int cp_async_outputs = 21;
 // bytes with src_bytes 8 (cg: the upper 8 zero-filled) and 4 bytes (ca) in group 1. Per thread, as
 // int32: [0, 4) group 0's 16 bytes before any wait, [4, 8) after wait_group<1>; [8, 12) the cg copy
 // and [12, 14) the 8-byte copy after wait_group<1>; after wait_group<0>: [14, 18) the cg copy,
-// [18, 20) the 8-byte copy, [20] the 4-byte copy.
-std::vector<std::int32_t> cp_async_probe();
+// [18, 20) the 8-byte copy, [20] the 4-byte copy. Without read_in_flight the reads before the waits
+// ([0, 4) and [8, 14)) are skipped and left 0: on a GPU they race with the copies (compute-sanitizer's
+// racecheck says so), where the emulator defines them (poisoned).
+std::vector<std::int32_t> cp_async_probe(bool read_in_flight);
 
 // ---- planted (true when the result is right): a block of 64 copies a 64 x 8 float tile with
 // cp.async and each thread sums the row of its neighbour after a __syncthreads.
