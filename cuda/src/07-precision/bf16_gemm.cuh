@@ -9,8 +9,12 @@
 //   K loop  steps of 32. A's 128 x 32 and B's 128 x 32 slices of a step go to shared memory by cp.async.cg,
 //           16 bytes (8 bf16) per copy, 2 + 2 per thread, in a 3-stage ring: while step kt is multiplied,
 //           steps kt + 1 and kt + 2 are in flight. One commit group per step (empty past the end, so
-//           wait_group<1> always means "step kt has landed"), then one barrier, which also orders every
-//           warp's reads of the slot about to be refilled before its refill.
+//           wait_group<1> always means "the next step has landed"), then one barrier per step, which also
+//           orders every warp's reads of the slot about to be refilled before its refill.
+//   regs    fragments in two register buffers: k block 1 of step kt is loaded before block 0's mma issue,
+//           and block 0 of step kt + 1 (after that step's wait and barrier) before block 1's, so ldmatrix
+//           latency hides behind mma. __launch_bounds__(256, 2) caps registers at 128 for two blocks per SM
+//           (ptxas, CUDA 13.0: sm_80 128 registers, no spill; sm_90 128 and 8 bytes spilled).
 //   shared  a slice is 32 bf16 = 4 chunks of 16 bytes per row; chunk c of row r sits at chunk position
 //           c ^ ((r / 2) % 4). ldmatrix reads 8 rows at one chunk per 8-lane phase: without the swizzle rows
 //           r and r + 2 (64 bytes apart) share banks (4-way conflict); with it the 8 rows hit 8 different
@@ -27,8 +31,7 @@
 // Accumulation order, per output c[i][j]: acc = 0, then for k-blocks of 16 in order (k = 0..15, 16..31,
 // ..., up to 32 ceil(K / 32), the tail zero-filled) acc = mma(acc + the block's 16 exact products); the
 // order inside one mma is the hardware's (under SIMT: sequential fp32 additions, cuda/simt/detail/
-// tensor_core.hpp). The same for every M, N and tile position, so one output's bits do not depend on
-// where its tile sits.
+// tensor_core.hpp).
 #pragma once
 #include <stdint.h>
 
@@ -64,9 +67,25 @@ __device__ __forceinline__ void bf_load_slice(uint16_t* s, const uint16_t* g, in
   }
 }
 
+// The fragments of one 16-wide k block: A's 4 row tiles, B's 4 column tiles. pa, pb: this lane's ldmatrix
+// address for row tile 0 / column tiles 0-1; the others are 16 rows further (the swizzle repeats every 8 rows).
+__device__ __forceinline__ void bf_load_fragments(unsigned (&af)[kBfMi][4], unsigned (&bf)[kBfNi][2],
+                                                  const uint16_t* pa, const uint16_t* pb) {
+  for (int i = 0; i < kBfMi; ++i)
+    simt::ldmatrix_x4(af[i][0], af[i][1], af[i][2], af[i][3], pa + 16 * i * kBfStep);
+  for (int j = 0; j < kBfNi; j += 2)
+    simt::ldmatrix_x4(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], pb + 8 * j * kBfStep);
+}
+
+__device__ __forceinline__ void bf_mma(float (&acc)[kBfMi][kBfNi][4], const unsigned (&af)[kBfMi][4],
+                                       const unsigned (&bf)[kBfNi][2]) {
+  for (int i = 0; i < kBfMi; ++i)
+    for (int j = 0; j < kBfNi; ++j) simt::mma_m16n8k16_bf16(acc[i][j], af[i], bf[j], acc[i][j]);
+}
+
 template <Plant P>
 __global__ void __launch_bounds__(kBfThreads, 2) bf16_gemm_kernel(const uint16_t* a, const uint16_t* b, int M, int N,
-                                                               int K, float* c) {
+                                                                  int K, float* c) {
   __shared__ __align__(16) uint16_t As[kBfStages][kBfSlice];
   __shared__ __align__(16) uint16_t Bs[kBfStages][kBfSlice];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -79,9 +98,15 @@ __global__ void __launch_bounds__(kBfThreads, 2) bf16_gemm_kernel(const uint16_t
     for (int j = 0; j < kBfNi; ++j)
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-  // Lane addresses of the ldmatrix.x4 loads, as (row in the slice, chunk within the k half).
-  const int a_row = wm + (P == Plant::ldmatrix_row ? (lane + 1) & 15 : lane & 15), a_chunk = lane >> 4;
-  const int b_row = wn + (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
+  // This lane's ldmatrix.x4 addresses in a slice, for k block h = 0, 1 of a step: A row a_row, chunk
+  // 2 h + lane / 16; B row b_row, chunk 2 h + (lane / 8) % 2 (swizzled).
+  const int a_row = wm + (P == Plant::ldmatrix_row ? (lane + 1) & 15 : lane & 15);
+  const int b_row = wn + (lane & 7) + ((lane >> 4) << 3);
+  const int a_off[2] = {bf_swizzle(a_row, lane >> 4), bf_swizzle(a_row, 2 + (lane >> 4))};
+  const int b_off[2] = {bf_swizzle(b_row, (lane >> 3) & 1), bf_swizzle(b_row, 2 + ((lane >> 3) & 1))};
+  // Fragments in two register buffers: k block 1 of a step (or block 0 of the next step) is loaded while
+  // the mma of the block before it run.
+  unsigned af[2][kBfMi][4], bf[2][kBfNi][2];
 
   for (int s = 0; s < kBfStages - 1; ++s) {
     if (s < steps) {
@@ -90,27 +115,26 @@ __global__ void __launch_bounds__(kBfThreads, 2) bf16_gemm_kernel(const uint16_t
     }
     simt::cp_async_commit_group();
   }
+  if constexpr (P != Plant::no_wait) simt::cp_async_wait_group<kBfStages - 2>();  // step 0 has landed ...
+  __syncthreads();                                                                 // ... for every thread
+  bf_load_fragments(af[0], bf[0], As[0] + a_off[0], Bs[0] + b_off[0]);
   for (int kt = 0; kt < steps; ++kt) {
-    if constexpr (P != Plant::no_wait) simt::cp_async_wait_group<kBfStages - 2>();  // step kt has landed
-    __syncthreads();  // ... for every thread's copies; and every warp is done with step kt - 1's slot
+    const int slot = kt % kBfStages;
+    bf_load_fragments(af[1], bf[1], As[slot] + a_off[1], Bs[slot] + b_off[1]);
+    // Refill the slot of step kt - 1: every warp read it before the barrier it passed in step kt - 1.
     const int next = kt + kBfStages - 1;
     if (next < steps) {
       bf_load_slice(As[next % kBfStages], a, m0, M, K, next * kBfStep);
       bf_load_slice(Bs[next % kBfStages], b, n0, N, K, next * kBfStep);
     }
-    simt::cp_async_commit_group();
-    const uint16_t* sa = As[kt % kBfStages];
-    const uint16_t* sb = Bs[kt % kBfStages];
-    for (int h = 0; h < kBfStep / 16; ++h) {  // the two 16-wide k blocks of the step, in order
-      unsigned af[kBfMi][4], bfr[kBfNi][2];
-      for (int i = 0; i < kBfMi; ++i)
-        simt::ldmatrix_x4(af[i][0], af[i][1], af[i][2], af[i][3], sa + bf_swizzle(a_row + 16 * i, 2 * h + a_chunk));
-      for (int j = 0; j < kBfNi; j += 2)
-        simt::ldmatrix_x4(bfr[j][0], bfr[j][1], bfr[j + 1][0], bfr[j + 1][1],
-                          sb + bf_swizzle(b_row + 8 * j, 2 * h + b_chunk));
-      for (int i = 0; i < kBfMi; ++i)
-        for (int j = 0; j < kBfNi; ++j) simt::mma_m16n8k16_bf16(acc[i][j], af[i], bfr[j], acc[i][j]);
+    simt::cp_async_commit_group();  // one group per step, empty past the end: wait_group<1> counts right
+    bf_mma(acc, af[0], bf[0]);      // k block 0 of step kt
+    if (kt + 1 < steps) {
+      if constexpr (P != Plant::no_wait) simt::cp_async_wait_group<kBfStages - 2>();  // step kt + 1 has landed
+      __syncthreads();  // ... for every thread's copies; and every warp is done with step kt's block-1 loads
+      bf_load_fragments(af[0], bf[0], As[(kt + 1) % kBfStages] + a_off[0], Bs[(kt + 1) % kBfStages] + b_off[0]);
     }
+    bf_mma(acc, af[1], bf[1]);  // k block 1 of step kt
   }
   simt::cp_async_wait_group<0>();  // only empty groups remain: nothing in flight when the block exits
 
