@@ -3,18 +3,20 @@
 // mma.sync m16n8k16 bf16 -> fp32, ldmatrix.x4, cp.async.cg with commit / wait_group. Private to cuda/src
 // (bf16_gemm.cu launches it); a test includes it to plant mistakes in this very kernel (Plant below).
 //
-//   block   256 threads = 8 warps, one 128 x 128 tile of C (blockIdx.y: rows, blockIdx.x: columns);
-//           warp w owns rows 64 (w / 4) .. + 63 and columns 32 (w % 4) .. + 31: 4 x 4 mma tiles of 16 x 8,
-//           64 fp32 accumulators per thread.
+//   block   128 threads = 4 warps, one 128 x 128 tile of C (blockIdx.y: rows, blockIdx.x: columns);
+//           warp w owns rows 64 (w / 2) .. + 63 and columns 64 (w % 2) .. + 63: 4 x 8 mma tiles of 16 x 8,
+//           128 fp32 accumulators per thread. Why 64 x 64 per warp: per 16-wide k block a warp's ldmatrix
+//           reads 4 KiB of shared memory for 131 kFLOP (64 x 32: 3 KiB for 66 kFLOP); at mma.sync rates
+//           shared-memory bandwidth (128 B/clock/SM), not the tensor cores, bounds the smaller warp tile.
 //   K loop  steps of 32. A's 128 x 32 and B's 128 x 32 slices of a step go to shared memory by cp.async.cg,
-//           16 bytes (8 bf16) per copy, 2 + 2 per thread, in a 3-stage ring: while step kt is multiplied,
+//           16 bytes (8 bf16) per copy, 4 + 4 per thread, in a 3-stage ring: while step kt is multiplied,
 //           steps kt + 1 and kt + 2 are in flight. One commit group per step (empty past the end, so
 //           wait_group<1> always means "the next step has landed"), then one barrier per step, which also
 //           orders every warp's reads of the slot about to be refilled before its refill.
 //   regs    fragments in two register buffers: k block 1 of step kt is loaded before block 0's mma issue,
 //           and block 0 of step kt + 1 (after that step's wait and barrier) before block 1's, so ldmatrix
-//           latency hides behind mma. __launch_bounds__(256, 2) caps registers at 128 for two blocks per SM
-//           (ptxas, CUDA 13.0: sm_80 128 registers, no spill; sm_90 128 and 8 bytes spilled).
+//           latency hides behind mma. __launch_bounds__(128, 2): two blocks (8 warps) per SM; ptxas (CUDA
+//           13.0) uses 228 registers on sm_80 and 248 on sm_90, no spill.
 //   shared  a slice is 32 bf16 = 4 chunks of 16 bytes per row; chunk c of row r sits at chunk position
 //           c ^ ((r / 2) % 4). ldmatrix reads 8 rows at one chunk per 8-lane phase: without the swizzle rows
 //           r and r + 2 (64 bytes apart) share banks (4-way conflict); with it the 8 rows hit 8 different
@@ -41,11 +43,12 @@
 namespace ladder::cuda::precision {
 namespace {
 
-constexpr int kBfTile = 128, kBfStep = 32, kBfStages = 3, kBfThreads = 256;
-constexpr int kBfWarpRows = 64, kBfWarpCols = 32;                                   // a warp's tile of C
-constexpr int kBfMi = kBfWarpRows / 16, kBfNi = kBfWarpCols / 8, kBfChunks = kBfStep / 8;  // 4, 4, 4
+constexpr int kBfTile = 128, kBfStep = 32, kBfStages = 3, kBfThreads = 128;
+constexpr int kBfWarpRows = 64, kBfWarpCols = 64;                                   // a warp's tile of C
+constexpr int kBfMi = kBfWarpRows / 16, kBfNi = kBfWarpCols / 8, kBfChunks = kBfStep / 8;  // 4, 8, 4
 constexpr int kBfSlice = kBfTile * kBfStep;                                          // bf16 per operand per stage
-static_assert(kBfTile * kBfChunks == 2 * kBfThreads, "each thread copies 2 chunks of A and 2 of B per step");
+constexpr int kBfCopies = kBfTile * kBfChunks / kBfThreads;  // 16-byte copies per thread per operand per step
+static_assert(kBfCopies * kBfThreads == kBfTile * kBfChunks, "the threads split a slice's chunks evenly");
 static_assert(kBfStages * 2 * kBfSlice * 2 <= 48 * 1024, "the ring fits the 48 KiB static shared limit");
 
 // The planted mistakes the tests keep (tests/07-precision/test_bf16_gemm_cuda.cu); none is the kernel.
@@ -59,7 +62,7 @@ __device__ __forceinline__ int bf_swizzle(int row, int chunk) {
 // cp.async of one step's slice: rows row0 .. row0 + 127 of g [rows, K], k0 .. k0 + 31; rows past `rows`
 // and chunks past K zero-filled (the source address is then g itself, never read).
 __device__ __forceinline__ void bf_load_slice(uint16_t* s, const uint16_t* g, int row0, int rows, int K, int k0) {
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kBfCopies; ++i) {
     const int id = threadIdx.x + i * kBfThreads, row = id >> 2, chunk = id & 3, k = k0 + 8 * chunk;
     const bool in = row0 + row < rows && k < K;
     simt::cp_async_cg(s + bf_swizzle(row, chunk), in ? g + static_cast<int64_t>(row0 + row) * K + k : g,
@@ -90,7 +93,7 @@ __global__ void __launch_bounds__(kBfThreads, 2) bf16_gemm_kernel(const uint16_t
   __shared__ __align__(16) uint16_t Bs[kBfStages][kBfSlice];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int m0 = blockIdx.y * kBfTile, n0 = blockIdx.x * kBfTile;
-  const int wm = (warp >> 2) * kBfWarpRows, wn = (warp & 3) * kBfWarpCols;
+  const int wm = (warp >> 1) * kBfWarpRows, wn = (warp & 1) * kBfWarpCols;
   const int steps = (K + kBfStep - 1) / kBfStep;
 
   float acc[kBfMi][kBfNi][4];
