@@ -51,6 +51,11 @@ def issue_targets(bench, peers):
         ratio = bench.get(key)
         if isinstance(ratio, (int, float)) and ratio == ratio:  # present and not NaN
             add(what, f"old / new time = {ratio:.2f}", ratio > 1)
+    bf16 = next((r for name, r in rows.items() if name.startswith("bf16 mma GEMM")), None)
+    if bf16 and bf16.get("cublas_ms"):
+        share = bf16["cublas_ms"] / bf16["ms"]  # our speed as a share of cuBLAS bf16's, same shape, same run
+        add("bf16 mma GEMM >= 60% of cuBLAS bf16 at 4096^3", f"{100 * share:.0f}% ({bf16['ms']:.3f} ms vs cuBLAS "
+            f"{bf16['cublas_ms']:.3f} ms)", share >= 0.6)
     acc = rows.get("MLA A_CC_ME full step")
     flash = [r for name, r in rows.items() if name.startswith("MLA flash_mla")]
     if acc and flash:

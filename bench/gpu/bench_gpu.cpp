@@ -8,6 +8,8 @@
 //   bench_gpu [--json FILE] [--reps N] [--only GROUP]
 //     median of N timed calls (default 10) after 2 warm-ups; GROUP = softmax, attention, mla or gemm runs
 //     that group's rows alone (e.g. under a profiler: ncu --metrics gpu__time_duration.sum bench_gpu --only mla)
+// The gemm group also times the bf16 tensor-core GEMM (cuda::precision::bf16_gemm) beside cuBLAS bf16
+// (cublasGemmEx, tensor-op math for that call only); its "÷ floor" is against the fp32 FMA floor, so below 1.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -27,6 +29,8 @@
 #include "ladder/cuda/device.hpp"
 #include "ladder/cuda/03-mla/mla.hpp"
 #include "ladder/cuda/01-softmax/softmax.hpp"
+#include "ladder/cuda/07-precision/precision.hpp"
+#include "ladder/core/formats.hpp"
 #include "ladder/03-mla/cost.hpp"
 #include "ladder/03-mla/flash.hpp"
 
@@ -239,6 +243,31 @@ void gemm_rows(std::vector<Row>& rows, cublasHandle_t h) {
     rows.push_back(r);
   }
   g_gemm_old_over_new = rows[rows.size() - 1].ms / rows[rows.size() - 2].ms;
+
+  // bf16 on the tensor cores (issue 42): the project's mma.sync GEMM beside cuBLAS bf16 (bf16 A, B; fp32 C;
+  // fp32 compute). The handle's CUBLAS_PEDANTIC_MATH (true fp32 for the rows above) is lifted to the default
+  // tensor-op math for the cuBLAS call only, and restored.
+  std::vector<std::uint16_t> ha(std::size_t(n * n)), hb(std::size_t(n * n));
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<float> dist(0.1f, 1.0f);
+  for (auto& v : ha) v = formats::to_bf16(dist(gen));
+  for (auto& v : hb) v = formats::to_bf16(dist(gen));
+  DeviceBuffer<std::uint16_t> A16(ha), B16(hb);
+  const float one = 1, zero = 0;
+  check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  const double cublas_bf16_ms = time_ms([&] {  // column-major C^T [N, M] = B A^T, as sgemm_nt
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(n), int(n), &one, B16.data(), CUDA_R_16BF,
+                              int(n), A16.data(), CUDA_R_16BF, int(n), &zero, C.data(), CUDA_R_32F, int(n),
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  });
+  check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  Row r{"bf16 mma GEMM (128x128 tiles, mma.sync m16n8k16, 3-stage cp.async), C = A B^T",
+        fmt::format("{0}x{0}x{0} bf16 -> fp32", n), "flops",
+        time_ms([&] { cuda::precision::bf16_gemm(A16.data(), B16.data(), n, n, n, C.data()); }),
+        2.0 * double(n) * double(n) * double(n)};
+  r.cublas_ms = cublas_bf16_ms;
+  rows.push_back(r);
 }
 
 }  // namespace

@@ -18,6 +18,12 @@ endif()
 ladder_add_test(test_07_precision_cuda
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_precision_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_precision_cuda_planted.cu
   LIBS ladder_cuda ladder_core SIMT)
+# The bf16 tensor-core GEMM (cuda/src/07-precision/bf16_gemm.cuh) against the fp64 oracle within its derived bound,
+# the same way (every schedule, TSan, and on the device in the GPU build); mistakes planted in the kernel itself (an
+# ldmatrix row off by one, a store mask off by one, no cp.async wait_group) each caught.
+ladder_add_test(test_07_bf16_gemm_cuda
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_bf16_gemm_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_bf16_gemm_cuda_planted.cu
+  LIBS ladder_cuda ladder_core SIMT)
 # The CPU GEMMs' automatic path capped to AVX2 (LADDER_CPU_PATH=avx2), as on a CPU without AVX-512 or VNNI.
 # Registered where test_07_precision is built (not in the TSan build, which builds only the SIMT tests).
 if(TARGET test_07_precision)

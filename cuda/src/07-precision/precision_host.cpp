@@ -1,6 +1,8 @@
 // cuda/src/07-precision/precision_host.cpp -- the checked host API of the stage-07 kernels
 // (ladder/cuda/07-precision/precision.hpp). Sizes are validated here, with ladder::Error naming the
 // parameter, then cuda/src/07-precision/*.cu launch. The registry entry is in registry.cpp.
+#include <cstdint>
+
 #include "ladder/07-precision/a8w8.hpp"
 #include "ladder/core/error.hpp"
 #include "ladder/cuda/07-precision/precision.hpp"
@@ -59,6 +61,23 @@ void a8w8_gemm(const int8_t* xq, const float* xs, const int8_t* wq, const float*
   require(M == 0 || (xq && xs && wq && ws && acc && y), "cuda::precision::a8w8_gemm: a null pointer with M = {}", M);
   if (M > 0)
     detail::launch_gemm_s8_dp4a(xq, wq, xs, ws, static_cast<int>(M), static_cast<int>(K), static_cast<int>(N), acc, y);
+}
+
+void bf16_gemm(const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, float* c) {
+  require(K >= 8 && K % 8 == 0 && K <= kIntMax,
+          "cuda::precision::bf16_gemm: K = {} violates K % 8 == 0 and 8 <= K <= 2^31 - 1 (rows of whole 16-byte "
+          "cp.async chunks)", K);
+  require(N >= 0 && N <= kIntMax, "cuda::precision::bf16_gemm: N = {} violates 0 <= N <= 2^31 - 1", N);
+  require(M >= 0 && (M + kBf16GemmTile - 1) / kBf16GemmTile <= 65535,
+          "cuda::precision::bf16_gemm: M = {} violates 0 <= M <= {} (grid y = ceil(M / {}) <= 65535)", M,
+          int64_t{65535} * kBf16GemmTile, kBf16GemmTile);
+  if (M == 0 || N == 0) return;
+  require(a && b && c, "cuda::precision::bf16_gemm: a null pointer with M = {}, N = {}", M, N);
+  require(reinterpret_cast<uintptr_t>(a) % 16 == 0, "cuda::precision::bf16_gemm: a = {} violates 16-byte alignment "
+          "(cp.async copies 16 bytes)", static_cast<const void*>(a));
+  require(reinterpret_cast<uintptr_t>(b) % 16 == 0, "cuda::precision::bf16_gemm: b = {} violates 16-byte alignment "
+          "(cp.async copies 16 bytes)", static_cast<const void*>(b));
+  detail::launch_bf16_gemm(a, b, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), c);
 }
 
 }  // namespace ladder::cuda::precision

@@ -1,12 +1,14 @@
 // ladder/cuda/07-precision/precision.hpp -- host API of the stage-07 CUDA kernels (cuda/src/07-precision/*.cu):
-// the quantisers of ladder/core/quant.hpp and the A8W8 GEMM of ladder/07-precision/a8w8.hpp, on the device.
+// the quantisers of ladder/core/quant.hpp and the A8W8 GEMM of ladder/07-precision/a8w8.hpp, on the device, and
+// a bf16 GEMM on the tensor cores.
 //
 // Every function takes DEVICE pointers (ladder::cuda::DeviceBuffer<T>::data()), launches and returns; call
 // ladder::cuda::sync() before reading results on a GPU (under SIMT the launch has finished on return).
 // Results are the reference's bits: codes, scales and int32 sums exactly (one float32 division per scale,
 // RNE with saturation through ladder/core/formats.hpp, integer sums that cannot overflow), and the
-// dequantised values in the reference's operation order. Inputs must be finite (the reference refuses NaN /
-// inf; the kernels do not look). Bad sizes throw ladder::Error naming the parameter.
+// dequantised values in the reference's operation order (bf16_gemm: within a stated bound). Inputs must be
+// finite (the reference refuses NaN / inf; the kernels do not look). Bad sizes throw ladder::Error naming the
+// parameter.
 #pragma once
 #include <cstdint>
 
@@ -25,5 +27,10 @@ void dequantize_e4m3_1x128(const uint8_t* q, const float* scales, int64_t rows, 
 // y [M, N] = fl(fl(float(acc) * xs[m]) * ws[n]) (per token x per channel), as precision::a8w8_gemm.
 void a8w8_gemm(const int8_t* xq, const float* xs, const int8_t* wq, const float* ws, int64_t M, int64_t K, int64_t N,
                int32_t* acc, float* y);
+// c [M, N] fp32 = a [M, K] b [N, K]^T ("NT", as the fp32 GEMM), a and b bf16 bit patterns, row-major, on the
+// tensor cores (mma.sync m16n8k16, fp32 accumulation; order and tiling in cuda/src/07-precision/bf16_gemm.cuh).
+// Not the reference's bits: each mma's internal order is the hardware's, so the result is judged by a bound.
+// K % 8 == 0 (rows of whole 16-byte cp.async chunks) and a, b 16-byte aligned are required.
+void bf16_gemm(const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, float* c);
 
 }  // namespace ladder::cuda::precision

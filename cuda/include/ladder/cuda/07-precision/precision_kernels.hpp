@@ -14,6 +14,7 @@ inline constexpr int kE4m3Tile = 128;    // DeepSeek-V3's 1 x 128 activation til
 inline constexpr int kGemmTile = 16;     // the dp4a GEMM: 16 x 16 outputs per block of 16 x 16 threads ...
 inline constexpr int kGemmWords = 16;    // ... K in steps of 16 packed words = 64 int8 values
 inline constexpr int kElemThreads = 256; // the dequantisation kernels (one element per thread, grid-stride)
+inline constexpr int kBf16GemmTile = 128; // the bf16 tensor-core GEMM: one 128 x 128 tile of C per block
 
 namespace detail {
 // q [rows, cols] int8 codes, scales [rows]: s = amax / 127 per row (1 for an all-zero row), q = RNE(x / s).
@@ -28,6 +29,9 @@ void launch_dequantize_e4m3_1x128(const uint8_t* q, const float* scales, int row
 // acc [M, N] = a [M, K] b [K, N] in int32 through __dp4a, and y = fl(fl(float(acc) * xs[m]) * ws[n]).
 void launch_gemm_s8_dp4a(const int8_t* a, const int8_t* b, const float* xs, const float* ws, int M, int K, int N,
                          int32_t* acc, float* y);
+// c [M, N] fp32 = a [M, K] b [N, K]^T, bf16 bit patterns, on mma.sync m16n8k16 (bf16_gemm.cuh); K % 8 == 0,
+// a and b 16-byte aligned.
+void launch_bf16_gemm(const uint16_t* a, const uint16_t* b, int M, int N, int K, float* c);
 }  // namespace detail
 
 }  // namespace ladder::cuda::precision

@@ -1,0 +1,76 @@
+// tests/07-precision/test_bf16_gemm_cuda.cpp -- the bf16 tensor-core GEMM (cuda::precision::bf16_gemm,
+// cuda/src/07-precision/bf16_gemm.cuh) against the fp64 oracle within the derived bound of bf16_gemm_check.hpp:
+// one whole 128 x 128 tile, a ragged 77 x 45 x 40 (masks on every edge, a half-filled last K step), K = 8 (one
+// chunk per row), and 2 x 2 tiles with K = 160 (five steps: the 3-stage ring wraps). Every output is judged
+// (C starts as NaN, so a cell never written fails) and C's guard past M x N must stay untouched. Bad K,
+// misaligned operands and oversized M are refused naming the parameter. Under SIMT in three schedules and
+// under TSan (the ragged shape alone there); on the device in the GPU build. The planted mistakes:
+// test_bf16_gemm_cuda_planted.cu.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "bf16_gemm_check.hpp"
+#include "ladder/core/error.hpp"
+#include "ladder/core/rng.hpp"
+#include "ladder/cuda/07-precision/precision.hpp"
+#include "ladder/cuda/device.hpp"
+
+using namespace ladder;
+namespace cp = ladder::cuda::precision;
+
+namespace {
+#if defined(SIMT_TSAN)
+constexpr bool kTsan = true;
+#else
+constexpr bool kTsan = false;
+#endif
+}  // namespace
+
+TEST_CASE("07 CUDA: the bf16 tensor-core GEMM is within its derived bound of the fp64 oracle, masks included") {
+  struct Shape {
+    int64_t M, N, K;
+  };
+  const std::vector<Shape> shapes =
+      kTsan ? std::vector<Shape>{{77, 45, 40}}
+            : std::vector<Shape>{{128, 128, 64}, {77, 45, 40}, {130, 140, 8}, {200, 136, 160}};
+  Rng rng(4005);
+  for (const Shape& s : shapes) {
+    CAPTURE(s.M);
+    CAPTURE(s.N);
+    CAPTURE(s.K);
+    const std::vector<uint16_t> a = test_bf16::random_bf16(rng, s.M, s.K), b = test_bf16::random_bf16(rng, s.N, s.K);
+    const size_t cells = static_cast<size_t>(s.M * s.N), guard = static_cast<size_t>(s.N + 64);
+    const std::vector<float> nan(cells + guard, std::numeric_limits<float>::quiet_NaN());
+    cuda::DeviceBuffer<uint16_t> da(a), db(b);
+    cuda::DeviceBuffer<float> dc(nan);
+    cp::bf16_gemm(da.data(), db.data(), s.M, s.N, s.K, dc.data());
+    cuda::sync();
+    std::vector<float> c = dc.to_host();
+    CHECK(std::memcmp(c.data() + cells, nan.data() + cells, guard * sizeof(float)) == 0);  // nothing past C
+    c.resize(cells);
+    const test_bf16::Judged j = test_bf16::judge(a, b, c, s.M, s.N, s.K);
+    INFO("worst |c - exact| / bound = " << j.worst);
+    CHECK(j.outside == 0);
+  }
+}
+
+TEST_CASE("07 CUDA: bf16_gemm refuses K % 8 != 0, misaligned operands and M past the grid, naming them") {
+  cuda::DeviceBuffer<uint16_t> a(std::vector<uint16_t>(64, 0)), b(std::vector<uint16_t>(64, 0));
+  cuda::DeviceBuffer<float> c(std::vector<float>(16, 0.0f));
+  CHECK_THROWS_WITH_AS(cp::bf16_gemm(a.data(), b.data(), 2, 2, 12, c.data()),
+                       doctest::Contains("K = 12 violates K % 8 == 0"), Error);
+  CHECK_THROWS_WITH_AS(cp::bf16_gemm(a.data(), b.data(), 2, 2, 0, c.data()), doctest::Contains("K = 0 violates"),
+                       Error);
+  CHECK_THROWS_WITH_AS(cp::bf16_gemm(a.data() + 1, b.data(), 2, 2, 8, c.data()),
+                       doctest::Contains("violates 16-byte alignment"), Error);
+  CHECK_THROWS_WITH_AS(cp::bf16_gemm(a.data(), b.data() + 4, 2, 2, 8, c.data()), doctest::Contains("bf16_gemm: b = "),
+                       Error);
+  CHECK_THROWS_WITH_AS(cp::bf16_gemm(a.data(), b.data(), int64_t{65535} * 128 + 1, 2, 8, c.data()),
+                       doctest::Contains("M = 8388481 violates"), Error);
+  CHECK_THROWS_WITH_AS(cp::bf16_gemm(nullptr, b.data(), 2, 2, 8, c.data()), doctest::Contains("null pointer"), Error);
+  cp::bf16_gemm(nullptr, nullptr, 0, 5, 8, nullptr);  // nothing to compute: no launch, no pointer needed
+}

@@ -1,0 +1,108 @@
+// tests/07-precision/test_bf16_gemm_cuda_planted.cu -- mistakes planted in the bf16 tensor-core GEMM kernel
+// itself (bf16_gemm_kernel<Plant> of cuda/src/07-precision/bf16_gemm.cuh; Plant::none is the kernel the host
+// API launches), each caught by what test_bf16_gemm_cuda.cpp checks, in every schedule:
+//   ldmatrix_row  A's ldmatrix lane address one row down (lane l addresses row (l + 1) % 16 of its 16-row
+//                 fragment): every output lands outside the derived bound;
+//   store_mask    the store's row mask off by one (row <= M): row M is written, past C, into the guard;
+//   no_wait       the cp.async.wait_group of the K loop removed: the first ldmatrix reads a slice still in
+//                 flight, and SIMT stops the run ("is still copying"), so it runs in a forked child.
+// Skipped in the TSan build (the no_wait child would be a TSan process; the other two are not races).
+#include <doctest/doctest.h>
+#include <simt.hpp>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../../cuda/src/07-precision/bf16_gemm.cuh"
+#include "bf16_gemm_check.hpp"
+#include "ladder/cuda/device.hpp"
+
+#if !defined(SIMT_TSAN)
+
+namespace {
+
+namespace pr = ladder::cuda::precision;
+using pr::Plant;
+
+constexpr int M = 77, N = 45, K = 40;
+
+struct Run {
+  std::vector<float> c;  // M x N
+  bool guard_kept = false;
+};
+
+template <Plant P>
+Run run(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  const size_t cells = static_cast<size_t>(M * N), guard = static_cast<size_t>(N + 64);
+  const std::vector<float> nan(cells + guard, std::numeric_limits<float>::quiet_NaN());
+  ladder::cuda::DeviceBuffer<uint16_t> da(a), db(b);
+  ladder::cuda::DeviceBuffer<float> dc(nan);
+  simt::launch(pr::bf16_gemm_kernel<P>, dim3(1, 1), dim3(pr::kBfThreads), 0, da.data(), db.data(), M, N, K, dc.data());
+  Run r;
+  r.c = dc.to_host();
+  r.guard_kept = std::memcmp(r.c.data() + cells, nan.data() + cells, guard * sizeof(float)) == 0;
+  r.c.resize(cells);
+  return r;
+}
+
+// Runs the no_wait kernel in a forked child (SIMT aborts the process); returns its signal and stderr.
+std::pair<int, std::string> run_no_wait_child(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    const rlimit no_core{0, 0};  // an expected abort leaves no core file
+    setrlimit(RLIMIT_CORE, &no_core);
+    std::signal(SIGABRT, SIG_DFL);  // the abort ends the child; doctest's crash report is the parent's business
+    run<Plant::no_wait>(a, b);
+    _exit(0);  // not reached when SIMT catches the read
+  }
+  close(fds[1]);
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFSIGNALED(status) ? WTERMSIG(status) : 0, out};
+}
+
+}  // namespace
+
+TEST_CASE("planted bugs: the bf16 GEMM with an ldmatrix row off by one, a store mask off by one, or no wait_group") {
+  ladder::Rng rng(4006);
+  const std::vector<uint16_t> a = ladder::test_bf16::random_bf16(rng, M, K);
+  const std::vector<uint16_t> b = ladder::test_bf16::random_bf16(rng, N, K);
+  const simt::Config saved = simt::config();
+  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
+    CAPTURE(static_cast<int>(s));
+    simt::Config c = saved;
+    c.schedule = s;
+    simt::set_config(c);
+    const Run good = run<Plant::none>(a, b);  // the harness tells them apart: the kernel itself passes
+    CHECK(good.guard_kept);
+    CHECK(ladder::test_bf16::judge(a, b, good.c, M, N, K).outside == 0);
+    const Run row = run<Plant::ldmatrix_row>(a, b);
+    CHECK(ladder::test_bf16::judge(a, b, row.c, M, N, K).outside > 0);
+    const Run mask = run<Plant::store_mask>(a, b);
+    CHECK_FALSE(mask.guard_kept);
+    const auto [sig, text] = run_no_wait_child(a, b);
+    INFO(text);
+    CHECK(sig == SIGABRT);
+    CHECK(text.find("is still copying") != std::string::npos);
+  }
+  simt::set_config(saved);
+}
+
+#endif
