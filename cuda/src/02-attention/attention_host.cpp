@@ -74,6 +74,17 @@ void tiled(const Problem& p, const float* Q, const float* K, const float* V, flo
   else tiled_wide(p, Q, K, V, O, L, m);
 }
 
+void tiled_bf16(const Problem& p, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O, float* L) {
+  require(p.d == 64 || p.d == 128, "cuda attention tiled_bf16: d = {} violates d in {{64, 128}} (one kernel per head dim)",
+          p.d);
+  const Dims k = dims_of(p, "cuda tiled_bf16");
+  ladder::attention::check_pointers("cuda tiled_bf16", Q, K, V, O, L);
+  for (const uint16_t* x : {Q, K, V})  // cp.async copies 16-byte chunks of the rows
+    require(reinterpret_cast<std::uintptr_t>(x) % 16 == 0,
+            "cuda attention tiled_bf16: an input at {} violates 16-byte alignment", static_cast<const void*>(x));
+  detail::launch_tiled_bf16(k, Q, K, V, O, L);
+}
+
 void backward_recompute(const Problem& p, const float* Q, const float* K, const float* V, const float* O,
                         const float* dO, const float* L, float* dQ, float* dK, float* dV, float* D) {
   const Dims k = dims_of(p, "cuda backward_recompute");

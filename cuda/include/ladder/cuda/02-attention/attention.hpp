@@ -8,6 +8,8 @@
 // gradients. m may be null. Bad shapes throw ladder::Error naming the parameter; head dims up to
 // kMaxHeadDim (128) are supported (registers and 48 KiB of shared memory per block).
 #pragma once
+#include <cstdint>
+
 #include "ladder/02-attention/problem.hpp"
 #include "ladder/cuda/02-attention/attention_kernels.hpp"
 
@@ -41,6 +43,11 @@ class ForceTiled {
  private:
   int previous_;
 };
+// tiled_bf16 (issue 42): the same FA2 forward in bf16 on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async;
+// cuda/src/02-attention/attention_bf16.cuh). Q, K, V are bf16 bit patterns (ladder::formats::to_bf16) in the
+// layouts above, 16-byte aligned; O and L are fp32 as in tiled(). S and P V accumulate in fp32, the softmax is
+// fp32, P is rounded to bf16 before P V. d in {64, 128} (a kernel per head dim); no m output.
+void tiled_bf16(const Problem& p, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O, float* L);
 // backward with recomputation (FA2 Alg. 2): a D = rowsum(dO o O) kernel, then one block per
 // (batch x head, KV tile) accumulating dK_j, dV_j; dQ by atomicAdd from every KV block (not a second
 // pass: one pass over the tiles instead of recomputing S, P and dP per Q tile; the price is a dQ

@@ -2,6 +2,7 @@
 // (the .cu files include only this: nvcc 13 cannot compile fmt's consteval format strings). Call the
 // checked API in ladder/cuda/02-attention/attention.hpp instead.
 #pragma once
+#include <stdint.h>
 
 namespace ladder::cuda::attention {
 
@@ -41,6 +42,8 @@ void launch_naive_pv(const Dims& p, const float* P, const float* V, float* O);
 void launch_flash_row(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
 void launch_tiled(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
 void launch_tiled_wide(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
+// tiled_bf16: Q, K, V bf16 bit patterns, d in {64, 128} (cuda/src/02-attention/attention_bf16.cuh).
+void launch_tiled_bf16(const Dims& p, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O, float* L);
 void launch_backward_D(const Dims& p, const float* O, const float* dO, float* D, float* dQ);
 void launch_backward_kv(const Dims& p, const float* Q, const float* K, const float* V, const float* dO,
                         const float* L, const float* D, float* dQ, float* dK, float* dV);
