@@ -13,4 +13,6 @@ ladder_add_test(test_02_attention_cli SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_att
 ladder_add_test(test_02_attention_cuda SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_attention_cuda_planted.cu LIBS ladder_cuda ladder_core SIMT)
 # The tensor-core forward (cuda/src/02-attention/attention_bf16.cuh) on bf16 inputs vs the fp64 oracle under its
 # derived bound, and its planted mistakes, through SIMT in every schedule (and once under TSan).
-ladder_add_test(test_02_attention_bf16 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_bf16.cu LIBS ladder_cuda ladder_core SIMT)
+ladder_add_test(test_02_attention_bf16
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_bf16.cpp ${CMAKE_CURRENT_LIST_DIR}/test_attention_bf16_planted.cu
+  LIBS ladder_cuda ladder_core SIMT)

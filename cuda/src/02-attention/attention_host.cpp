@@ -75,8 +75,8 @@ void tiled(const Problem& p, const float* Q, const float* K, const float* V, flo
 }
 
 void tiled_bf16(const Problem& p, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O, float* L) {
-  require(p.d == 64 || p.d == 128, "cuda attention tiled_bf16: d = {} violates d in {{64, 128}} (one kernel per head dim)",
-          p.d);
+  require(p.d == 64 || p.d == 128,
+          "cuda attention tiled_bf16: d = {} violates d in {{64, 128}} (one kernel per head dim)", p.d);
   const Dims k = dims_of(p, "cuda tiled_bf16");
   ladder::attention::check_pointers("cuda tiled_bf16", Q, K, V, O, L);
   for (const uint16_t* x : {Q, K, V})  // cp.async copies 16-byte chunks of the rows

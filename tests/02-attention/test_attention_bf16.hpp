@@ -1,16 +1,8 @@
-// tests/02-attention/test_attention_bf16.cu -- stage 02's tensor-core forward, tiled_bf16
-// (cuda/src/02-attention/attention_bf16.cuh), run through SIMT: the inputs are rounded to bf16 first, and the
-// kernel is compared with the fp64 oracle (naive_forward<double>) on THOSE bf16 values, under an error bound
-// derived below (not tuned). Planted mistakes, instantiated from the kernel's own template: a missing
-// cp.async.wait_group, a wrong quad shuffle in the row max, the causal mask off by one. CTest runs this binary
-// under SIMT_SCHEDULE=forward, reverse, random:1 and once in the TSan build. Shapes stay small (every CUDA thread
-// is a fiber; every mma and ldmatrix is a warp collective).
+// tests/02-attention/test_attention_bf16.hpp -- what the tests of stage 02's tensor-core forward share
+// (test_attention_bf16.cpp, test_attention_bf16_planted.cu): bf16 inputs, the fp64 oracle on them, the derived
+// error bound, and running the kernel.
+#pragma once
 #include <doctest/doctest.h>
-#include <simt.hpp>
-
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,19 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "../../cuda/src/02-attention/attention_bf16.cuh"
 #include "ladder/02-attention/attention.hpp"
 #include "ladder/02-attention/golden.hpp"
 #include "ladder/core/formats.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/02-attention/attention.hpp"
+#include "ladder/cuda/02-attention/attention_kernels.hpp"
 #include "ladder/cuda/device.hpp"
 
-using namespace ladder;
+namespace ladder::test::bf16 {
+
 using namespace ladder::attention;
 namespace fmts = ladder::formats;
-
-namespace {
 
 // ---- the bound ----------------------------------------------------------------------------------------------
 // Notation, per (batch, head): u = 2^-24 (fp32's unit roundoff; the mma's additions are taken as off by up to
@@ -61,14 +52,16 @@ struct Bound {
   double O = 0, L = 0;
 };
 
-Bound derive_bound(const Problem& p, const std::vector<double>& Q, const std::vector<double>& K,
+inline Bound derive_bound(const Problem& p, const std::vector<double>& Q, const std::vector<double>& K,
                    const std::vector<double>& V, int64_t bh) {
   const int64_t d = p.d;
   double A = 0, vmax = 0;
   for (int64_t i = 0; i < p.Nq; ++i)
     for (int64_t j = 0; j < p.Nk; ++j) {
       double a = 0;
-      for (int64_t k = 0; k < d; ++k) a += std::abs(Q[size_t((bh * p.Nq + i) * d + k)] * K[size_t((bh * p.Nk + j) * d + k)]);
+      const double* q = &Q[size_t((bh * p.Nq + i) * d)];
+      const double* k = &K[size_t((bh * p.Nk + j) * d)];
+      for (int64_t c = 0; c < d; ++c) a += std::abs(q[c] * k[c]);
       A = std::max(A, a);
     }
   for (int64_t j = 0; j < p.Nk * d; ++j) vmax = std::max(vmax, std::abs(V[size_t(bh * p.Nk * d + j)]));
@@ -89,7 +82,7 @@ struct Bf16Case {
   Array<double> O, L;  // the fp64 oracle on the bf16 values
 };
 
-Bf16Case make_case(std::string name, const Problem& p, const Array<float>& Q, const Array<float>& K,
+inline Bf16Case make_case(std::string name, const Problem& p, const Array<float>& Q, const Array<float>& K,
                    const Array<float>& V) {
   Bf16Case c{std::move(name), p, {}, {}, {}, {}, {}, {}, {}, {}};
   const auto round = [](const Array<float>& x, std::vector<uint16_t>& bits, std::vector<double>& exact) {
@@ -108,7 +101,7 @@ Bf16Case make_case(std::string name, const Problem& p, const Array<float>& Q, co
   return c;
 }
 
-Bf16Case random_case(int64_t B, int64_t H, int64_t Nq, int64_t Nk, int64_t d, bool causal, uint64_t seed) {
+inline Bf16Case random_case(int64_t B, int64_t H, int64_t Nq, int64_t Nk, int64_t d, bool causal, uint64_t seed) {
   const Problem p = Problem::make(B, H, Nq, Nk, d, causal);
   Rng rng(seed);
   Array<float> Q({B, H, Nq, d}), K({B, H, Nk, d}), V({B, H, Nk, d});
@@ -119,7 +112,7 @@ Bf16Case random_case(int64_t B, int64_t H, int64_t Nq, int64_t Nk, int64_t d, bo
   return make_case(name, p, Q, K, V);
 }
 
-Bf16Case golden(const std::string& name) {
+inline Bf16Case golden(const std::string& name) {
   const GoldenCase& g = golden_case(name);
   const GoldenInputs in = golden_inputs(g);
   return make_case(name, g.p, in.Q, in.K, in.V);
@@ -132,7 +125,8 @@ struct Result {
 using Launch = void (*)(const cuda::attention::Dims&, const uint16_t*, const uint16_t*, const uint16_t*, float*,
                         float*);
 
-Result run(const Bf16Case& c, Launch planted = nullptr) {
+// Through the host API, or (`planted`) a launch of the kernel template that skips it.
+inline Result run(const Bf16Case& c, Launch planted = nullptr) {
   cuda::DeviceBuffer<uint16_t> Q(c.Q), K(c.K), V(c.V);
   cuda::DeviceBuffer<float> O(size_t(c.p.B * c.p.H * c.p.Nq * c.p.d)), L(size_t(c.p.B * c.p.H * c.p.Nq));
   if (planted) {
@@ -147,7 +141,7 @@ Result run(const Bf16Case& c, Launch planted = nullptr) {
 
 // The largest |err| / bound over O and L (a NaN anywhere, or a mismatch of a masked row's exact values: inf);
 // the ratios of O and L alone in *of, *ol when given.
-double worst_ratio(const Bf16Case& c, const Result& r, double* of = nullptr, double* ol = nullptr) {
+inline double worst_ratio(const Bf16Case& c, const Result& r, double* of = nullptr, double* ol = nullptr) {
   double worst = 0, wo = 0, wl = 0;
   const int64_t d = c.p.d;
   for (int64_t bh = 0; bh < c.p.B * c.p.H; ++bh) {
@@ -179,7 +173,7 @@ double worst_ratio(const Bf16Case& c, const Result& r, double* of = nullptr, dou
   return worst;
 }
 
-std::vector<Bf16Case> cases() {
+inline std::vector<Bf16Case> cases() {
   std::vector<Bf16Case> r;
   r.push_back(random_case(1, 2, 128, 128, 64, false, 4201));
   r.push_back(random_case(1, 2, 128, 128, 64, true, 4202));
@@ -193,85 +187,9 @@ std::vector<Bf16Case> cases() {
   return r;
 }
 
-const std::vector<Bf16Case>& all_cases() {
+inline const std::vector<Bf16Case>& all_cases() {
   static const std::vector<Bf16Case> c = cases();
   return c;
 }
 
-}  // namespace
-
-TEST_CASE("tiled_bf16 vs the fp64 oracle on the same bf16 inputs, within the derived bound") {
-  for (const Bf16Case& c : all_cases()) {
-    CAPTURE(c.name);
-    double ro = 0, rl = 0;
-    const double ratio = worst_ratio(c, run(c), &ro, &rl);
-    MESSAGE(c.name << ": max |err| / bound = " << ratio << " (O " << ro << ", L " << rl << ")");
-    CHECK(ratio <= 1.0);
-  }
-}
-
-TEST_CASE("tiled_bf16 refuses head dims other than 64 and 128, naming d") {
-  cuda::DeviceBuffer<uint16_t> in(size_t(4 * 96));
-  cuda::DeviceBuffer<float> out(size_t(4 * 96));
-  for (int64_t d : {32, 96, 129}) {
-    const std::string what = "d = " + std::to_string(d) + " violates d in {64, 128}";
-    CHECK_THROWS_WITH_AS(cuda::attention::tiled_bf16(Problem::make(1, 1, 2, 2, d), in.data(), in.data(), in.data(),
-                                                     out.data(), out.data()),
-                         doctest::Contains(what.c_str()), Error);
-  }
-  CHECK_THROWS_AS(cuda::attention::tiled_bf16(Problem::make(1, 1, 2, 2, 64), nullptr, in.data(), in.data(),
-                                              out.data(), out.data()),
-                  Error);
-}
-
-#if !defined(SIMT_TSAN)
-namespace {
-using cuda::attention::Bf16Plant;
-using cuda::attention::launch_bf16;
-}  // namespace
-
-TEST_CASE("planted: a wrong quad shuffle in the row max, the causal mask off by one -- outside the bound") {
-  const Bf16Case& causal = all_cases()[1];  // q128 k128 d64 causal
-  REQUIRE(causal.p.causal);
-  CHECK(worst_ratio(causal, run(causal, &launch_bf16<64, Bf16Plant::none>)) <= 1.0);  // the template, unplanted
-  const double quad = worst_ratio(causal, run(causal, &launch_bf16<64, Bf16Plant::quad_mask>));
-  const double off = worst_ratio(causal, run(causal, &launch_bf16<64, Bf16Plant::causal_off_by_one>));
-  MESSAGE("planted quad_mask: ratio " << quad << ", causal_off_by_one: ratio " << off);
-  CHECK(quad > 1.0);
-  CHECK(off > 1.0);
-  const Bf16Case& plain = all_cases()[0];  // non-causal: the quad shuffle matters there too
-  CHECK(worst_ratio(plain, run(plain, &launch_bf16<64, Bf16Plant::quad_mask>)) > 1.0);
-}
-
-// A missing cp.async.wait_group: the SIMT layer keeps the destination poisoned until the wait, and an ldmatrix
-// that reads it stops the run ("is still copying"). Run in a child process, which must die of SIGABRT.
-TEST_CASE("planted: the KV loop without its cp.async.wait_group stops the run in every schedule") {
-  const Bf16Case& c = all_cases()[0];
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    signal(SIGABRT, SIG_DFL);  // not doctest's crash report: the parent reads the child's death
-    simt::Config one = simt::config();
-    one.threads = 1;
-    simt::set_config(one);
-    run(c, &launch_bf16<64, Bf16Plant::missing_wait>);
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, size_t(n));
-  close(fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  INFO(text);
-  CHECK(WIFSIGNALED(status));
-  CHECK(WTERMSIG(status) == SIGABRT);
-  CHECK(text.find("is still copying") != std::string::npos);
-}
-#endif
+}  // namespace ladder::test::bf16

@@ -1,0 +1,70 @@
+// tests/02-attention/test_attention_bf16_planted.cu -- planted mistakes in stage 02's tensor-core forward,
+// instantiated from the kernel's own template (cuda/src/02-attention/attention_bf16.cuh, Bf16Plant): a missing
+// cp.async.wait_group, a wrong quad shuffle in the row max, the causal mask off by one. Each is caught in every
+// SIMT schedule (the first as a stopped run, the others as errors far outside the derived bound). Skipped in the
+// TSan build and left out of the GPU build (the missing wait is a race on a device, not a stopped run).
+#include <doctest/doctest.h>
+#include <simt.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "../../cuda/src/02-attention/attention_bf16.cuh"
+#include "test_attention_bf16.hpp"
+
+using namespace ladder::test::bf16;
+
+#if !defined(SIMT_TSAN)
+namespace {
+using ladder::cuda::attention::Bf16Plant;
+using ladder::cuda::attention::launch_bf16;
+}  // namespace
+
+TEST_CASE("planted: a wrong quad shuffle in the row max, the causal mask off by one -- outside the bound") {
+  const Bf16Case& causal = all_cases()[1];  // q128 k128 d64 causal
+  REQUIRE(causal.p.causal);
+  CHECK(worst_ratio(causal, run(causal, &launch_bf16<64, Bf16Plant::none>)) <= 1.0);  // the template, unplanted
+  const double quad = worst_ratio(causal, run(causal, &launch_bf16<64, Bf16Plant::quad_mask>));
+  const double off = worst_ratio(causal, run(causal, &launch_bf16<64, Bf16Plant::causal_off_by_one>));
+  MESSAGE("planted quad_mask: ratio " << quad << ", causal_off_by_one: ratio " << off);
+  CHECK(quad > 1.0);
+  CHECK(off > 1.0);
+  const Bf16Case& plain = all_cases()[0];  // non-causal: the quad shuffle matters there too
+  CHECK(worst_ratio(plain, run(plain, &launch_bf16<64, Bf16Plant::quad_mask>)) > 1.0);
+}
+
+// A missing cp.async.wait_group: the SIMT layer keeps the destination poisoned until the wait, and an ldmatrix
+// that reads it stops the run ("is still copying"). Run in a child process, which must die of SIGABRT.
+TEST_CASE("planted: the KV loop without its cp.async.wait_group stops the run in every schedule") {
+  const Bf16Case& c = all_cases()[0];
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    signal(SIGABRT, SIG_DFL);  // not doctest's crash report: the parent reads the child's death
+    simt::Config one = simt::config();
+    one.threads = 1;
+    simt::set_config(one);
+    run(c, &launch_bf16<64, Bf16Plant::missing_wait>);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  INFO(text);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);
+  CHECK(text.find("is still copying") != std::string::npos);
+}
+#endif
