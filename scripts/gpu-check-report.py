@@ -56,6 +56,14 @@ def issue_targets(bench, peers):
         share = bf16["cublas_ms"] / bf16["ms"]  # our speed as a share of cuBLAS bf16's, same shape, same run
         add("bf16 mma GEMM >= 60% of cuBLAS bf16 at 4096^3", f"{100 * share:.0f}% ({bf16['ms']:.3f} ms vs cuBLAS "
             f"{bf16['cublas_ms']:.3f} ms)", share >= 0.6)
+    # The tensor-core attention forward against SDPA's FlashAttention backend in bf16, same shape (issue 42).
+    for suffix in ("", " causal"):
+        mine = rows.get("attention fwd bf16 mma (FA2)" + suffix)
+        sdpa = next((r for r in (peers or {}).get("rows", []) if r["peer"] == "SDPA flash fwd bf16" + suffix), None)
+        if mine and sdpa:
+            add(f"bf16 attention fwd{suffix} >= 50% of SDPA flash (bf16) at B8 N4096 d128",
+                f"{100 * sdpa['ms'] / mine['ms']:.0f}% ({mine['ms']:.3f} vs {sdpa['ms']:.3f} ms)",
+                mine["ms"] <= 2 * sdpa["ms"])
     acc = rows.get("MLA A_CC_ME full step")
     flash = [r for name, r in rows.items() if name.startswith("MLA flash_mla")]
     if acc and flash:

@@ -6,6 +6,8 @@ non-zero fp32 inputs, TF32 off (true fp32, as the rungs compute). Rows:
   softmax       torch.softmax over rows, 16384 x 4096 fp32
   attention     scaled_dot_product_attention, B=8 H=1 N=4096 d=128 fp32, the memory-efficient backend
                 (FlashAttention's backend takes no fp32), forward, and forward + backward minus forward
+  attention bf16  scaled_dot_product_attention, the same shape in bf16, FlashAttention's backend (the peer of the
+                tensor-core forward, tiled_bf16), forward only, causal and not
   MLA step      DeepSeek-V2, B=64 L=4096 fp32, the absorbed step as einsums (A_CC_ME's arithmetic: W_DQ,
                 RMSNorm, W_UQ/W_QR, W_UK absorbed into q, scores on the latent cache and the rope keys,
                 softmax, a c^KV, W_UV, W_O); RoPE's rotation is left out (elementwise on B x H x 64 numbers).
@@ -75,6 +77,14 @@ def main():
     rows.append({"peer": "SDPA mem-efficient bwd (fwd+bwd - fwd)", "shape": "B8 H1 N4096 d128 fp32",
                  "ms": both - fwd})
     del q, k, v, qg, kg, vg, dO
+    # attention in bf16 on FlashAttention's backend: the peer of tiled_bf16 (issue 42)
+    q, k, v = (rand(8, 1, 4096, 128).to(torch.bfloat16) for _ in range(3))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        for causal in (False, True):
+            ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+            rows.append({"peer": "SDPA flash fwd bf16" + (" causal" if causal else ""),
+                         "shape": "B8 H1 N4096 d128 bf16" + (" causal" if causal else ""), "ms": ms})
+    del q, k, v
     # MLA step, DeepSeek-V2 (hidden 5120, 128 heads, q_lora 1536, kv_lora 512, nope 128, rope 64, v 128)
     B, L, H, hid, ql, R, nope, rope, vh = 64, 4096, 128, 5120, 1536, 512, 128, 64, 128
 

@@ -169,6 +169,28 @@ void attention_rows(std::vector<Row>& rows, cublasHandle_t h) {
                                                         dQ.data(), dK.data(), dV.data(), D.data());
                   }),
                   10 * nnd});
+  // The tensor-core forward (issue 42): bf16 Q, K, V (the same uniform [0.1, 1) draws, rounded to nearest even),
+  // fp32 O and L, causal and not; scripts/gpu-check-report.py judges it against SDPA's flash backend in bf16
+  // (scripts/gpu-torch-peers.py). Causal rows count the FLOPs of the visible half, 2 nnd, as FlashAttention does.
+  {
+    std::mt19937 gen(42);
+    std::uniform_real_distribution<float> draw(0.1f, 1.0f);
+    auto bf16_buffer = [&](std::size_t n) {
+      std::vector<std::uint16_t> h(n);
+      for (auto& b : h) b = formats::to_bf16(draw(gen));
+      return DeviceBuffer<std::uint16_t>(h);
+    };
+    DeviceBuffer<std::uint16_t> Qb = bf16_buffer(q), Kb = bf16_buffer(kv), Vb = bf16_buffer(kv);
+    for (bool causal : {false, true}) {
+      auto pc = p;
+      pc.causal = causal;
+      rows.push_back({causal ? "attention fwd bf16 mma (FA2) causal" : "attention fwd bf16 mma (FA2)",
+                      causal ? "B8 H1 N4096 d128 bf16 causal" : "B8 H1 N4096 d128 bf16", "flops", time_ms([&] {
+                        cuda::attention::tiled_bf16(pc, Qb.data(), Kb.data(), Vb.data(), O.data(), L.data());
+                      }),
+                      causal ? 2 * nnd : 4 * nnd});
+    }
+  }
 }
 
 void mla_rows(std::vector<Row>& rows, cublasHandle_t h) {

@@ -42,6 +42,10 @@
 // chunk c ^ (r % 8). Every ldmatrix reads 8 rows at one logical chunk, which land in 8 distinct 16-byte
 // columns of a 128-byte line (all 32 banks once): conflict-free without padding (padding would push d = 128
 // past 48 KiB). The cp.async stores (8 consecutive threads: one row's 8 chunks of a 128-byte line) are too.
+// ptxas (nvcc 13.0, -Xptxas -v, the nvcc_check flags), __launch_bounds__(128, 1): d = 128 uses 242 (sm_80) / 246
+// (sm_90) registers, d = 64 162 / 163; no stack, no spills. (__launch_bounds__(128) alone left d = 64 at 128
+// registers with 24 bytes spilled on sm_90.) Per SM at d = 128: 2 blocks (registers; 64K / (128 x 246)), 8 warps.
+// How fast this runs against SDPA's flash backend is for a GPU run to say (bench_gpu, gpu-check's report).
 #pragma once
 #include <math.h>
 #include <stddef.h>
