@@ -1,7 +1,8 @@
 // tests/02-attention/test_attention_bf16_planted.cu -- planted mistakes in stage 02's tensor-core forward,
 // instantiated from the kernel's own template (cuda/src/02-attention/attention_bf16.cuh, Bf16Plant): a missing
-// cp.async.wait_group, a wrong quad shuffle in the row max, the causal mask off by one. Each is caught in every
-// SIMT schedule (the first as a stopped run, the others as errors far outside the derived bound). Skipped in the
+// cp.async.wait_group, a missing __syncthreads in the K/V ring, a wrong quad shuffle in the row max, the causal
+// mask off by one. Each is caught in every SIMT schedule (the first two as a stopped run, in a child process; the
+// others as errors far outside the derived bound). Skipped in the
 // TSan build and left out of the GPU build (the missing wait is a race on a device, not a stopped run).
 #include <doctest/doctest.h>
 #include <simt.hpp>
@@ -36,10 +37,14 @@ TEST_CASE("planted: a wrong quad shuffle in the row max, the causal mask off by 
   CHECK(worst_ratio(plain, run(plain, &launch_bf16<64, Bf16Plant::quad_mask>)) > 1.0);
 }
 
-// A missing cp.async.wait_group: the SIMT layer keeps the destination poisoned until the wait, and an ldmatrix
-// that reads it stops the run ("is still copying"). Run in a child process, which must die of SIGABRT.
-TEST_CASE("planted: the KV loop without its cp.async.wait_group stops the run in every schedule") {
-  const Bf16Case& c = all_cases()[0];
+// The outcome of `body` run in a child process: its death signal (0: none), its exit code, what it printed.
+struct Child {
+  int signal = 0, code = -1;
+  std::string text;
+};
+
+template <class F>
+Child in_child(F body) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   const pid_t pid = fork();
@@ -52,19 +57,41 @@ TEST_CASE("planted: the KV loop without its cp.async.wait_group stops the run in
     simt::Config one = simt::config();
     one.threads = 1;
     simt::set_config(one);
-    run(c, &launch_bf16<64, Bf16Plant::missing_wait>);
-    _exit(0);
+    _exit(body());
   }
   close(fds[1]);
-  std::string text;
+  Child c;
   char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, size_t(n));
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) c.text.append(buf, size_t(n));
   close(fds[0]);
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
-  INFO(text);
-  CHECK(WIFSIGNALED(status));
-  CHECK(WTERMSIG(status) == SIGABRT);
-  CHECK(text.find("is still copying") != std::string::npos);
+  if (WIFSIGNALED(status)) c.signal = WTERMSIG(status);
+  if (WIFEXITED(status)) c.code = WEXITSTATUS(status);
+  return c;
+}
+
+// A missing cp.async.wait_group: the SIMT layer keeps the destination poisoned until the wait, and an ldmatrix
+// that reads it stops the run ("is still copying"). Run in a child process, which must die of SIGABRT.
+TEST_CASE("planted: the KV loop without its cp.async.wait_group stops the run in every schedule") {
+  const Child c = in_child([] {
+    run(all_cases()[0], &launch_bf16<64, Bf16Plant::missing_wait>);
+    return 0;
+  });
+  INFO(c.text);
+  CHECK(c.signal == SIGABRT);
+  CHECK(c.text.find("is still copying") != std::string::npos);
+}
+
+// The ring's barrier removed (after the first step): a warp reads rows other threads' cp.asyncs have not
+// completed, or copies over a region another warp still reads. Either stops the run (an ldmatrix of in-flight
+// bytes) or leaves the result wrong (exit 2); finishing within the bound (exit 0) would mean it went unseen.
+TEST_CASE("planted: the KV loop without its __syncthreads is caught in every schedule") {
+  const Child c = in_child([] {
+    const Bf16Case& k = all_cases()[0];
+    return worst_ratio(k, run(k, &launch_bf16<64, Bf16Plant::missing_barrier>)) <= 1.0 ? 0 : 2;
+  });
+  INFO(c.text);
+  CHECK((c.signal == SIGABRT || c.code == 2));
 }
 #endif

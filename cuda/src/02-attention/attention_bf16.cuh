@@ -69,7 +69,7 @@ namespace {
 inline constexpr int kBf16Rows = 64, kBf16Keys = 64, kBf16Threads = 128;
 
 // Planted mistakes (tests/02-attention/test_attention_bf16_planted.cu); the library runs Bf16Plant::none.
-enum class Bf16Plant { none, missing_wait, quad_mask, causal_off_by_one };
+enum class Bf16Plant { none, missing_wait, missing_barrier, quad_mask, causal_off_by_one };
 
 // Two floats to a bf16x2 register, round to nearest even, `lo` in the low half (the lower index).
 __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
@@ -152,7 +152,8 @@ __global__ void __launch_bounds__(kBf16Threads, 1)
 
   for (int s = 0; s < 2 * tiles; ++s) {
     if constexpr (Plant != Bf16Plant::missing_wait) simt::cp_async_wait_group<1>();  // item s complete
-    __syncthreads();  // item s visible to all warps; all are done with item s - 1 (and with Q, at s = 0)
+    if (Plant != Bf16Plant::missing_barrier || s == 0)
+      __syncthreads();  // item s visible to all warps; all are done with item s - 1 (and with Q, at s = 0)
     if (s + 2 < 2 * tiles) issue(s + 2);  // into item s - 1's region
     simt::cp_async_commit_group();        // possibly empty: every step commits one group, so <1> stays right
     const uint16_t* tile = region(s);
