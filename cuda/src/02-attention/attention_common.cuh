@@ -1,5 +1,5 @@
 // cuda/src/02-attention/attention_common.cuh -- stage 02: what the attention kernels' .cu files share
-// (attention.cu, attention_tiled.cu, attention_tiled_wide.cu, attention_backward.cu): the
+// (attention.cu, attention_tiled.cu, attention_tiled_wide.cu, attention_backward.cu, attention_bf16.cuh): the
 // mask's last key per query row, the grid size, and the store of a fully masked Q tile. Private to cuda/src, never installed (ladder/cuda/02-attention/attention_kernels.hpp is the
 // plain C++ side, free of device code). Internal linkage: each .cu gets its own copy, as when each
 // defined them itself. Compiled by nvcc and, through cuda/simt, by g++.
