@@ -7,6 +7,7 @@
 // test_attention_bf16_planted.cu.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "test_attention_bf16.hpp"
@@ -37,4 +38,36 @@ TEST_CASE("tiled_bf16 refuses head dims other than 64 and 128, naming d") {
   CHECK_THROWS_AS(cuda::attention::tiled_bf16(Problem::make(1, 1, 2, 2, 64), nullptr, in.data(), in.data(),
                                               out.data(), out.data()),
                   Error);
+}
+
+// Shared-memory banks of the kernel's 16-byte accesses (attention_bf16.cuh: logical chunk c of row r at chunk
+// c ^ (r % 8), rows of d bf16). A 16-byte access is served 8 lanes at a time (one 8 x 8 matrix of an ldmatrix,
+// 8 consecutive threads of a cp.async); the 8 rows of such a phase must cover the 32 banks once. Element offset
+// as in swizzled<D>(); `swizzle` false is the plain row-major layout, whose 8 rows share 4 banks (8-way).
+static int phase_ways(int d, const int (&rows)[8], const int (&chunks)[8], bool swizzle) {
+  int use[32] = {};
+  for (int i = 0; i < 8; ++i) {
+    const int chunk = swizzle ? chunks[i] ^ (rows[i] & 7) : chunks[i];
+    const int word = (rows[i] * d + chunk * 8) / 2;  // 4-byte words: 2 bf16 each
+    for (int w = 0; w < 4; ++w) ++use[(word + w) % 32];
+  }
+  return *std::max_element(use, use + 32);
+}
+
+TEST_CASE("tiled_bf16's ldmatrix reads and cp.async stores are conflict-free (the XOR swizzle)") {
+  for (int d : {64, 128}) {
+    CAPTURE(d);
+    for (int base = 0; base < 64; base += 8)        // the 8 rows of one matrix: rows base .. base + 7
+      for (int chunk = 0; chunk < d / 8; ++chunk) {  // at one logical chunk (Q, K, V alike)
+        int rows[8], chunks[8];
+        for (int i = 0; i < 8; ++i) rows[i] = base + i, chunks[i] = chunk;
+        CHECK(phase_ways(d, rows, chunks, true) == 1);
+        CHECK(phase_ways(d, rows, chunks, false) == 8);
+      }
+    for (int t0 = 0; t0 < 64 * d / 8; t0 += 8) {  // cp.async: chunk e -> row e / (d / 8), chunk e % (d / 8)
+      int rows[8], chunks[8];
+      for (int i = 0; i < 8; ++i) rows[i] = (t0 + i) / (d / 8), chunks[i] = (t0 + i) % (d / 8);
+      CHECK(phase_ways(d, rows, chunks, true) == 1);
+    }
+  }
 }
