@@ -45,6 +45,13 @@ if(lab_library_sources OR lab_kernels)
   add_library(ladder_lab_student OBJECT ${lab_library_sources} ${lab_kernels})
   if(lab_kernels)
     set_source_files_properties(${lab_kernels} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS -xc++)
+    # A starter kernel's quoted includes look beside it first (the starter's copies: the header the student
+    # edits), then in the reference's folder of the same name (the stage's other .cuh files).
+    foreach(k ${lab_kernels})
+      file(RELATIVE_PATH rel ${LADDER_ROOT}/${LADDER_LAB} ${k})
+      get_filename_component(ref_dir ${LADDER_ROOT}/${rel} DIRECTORY)
+      set_property(SOURCE ${k} APPEND PROPERTY COMPILE_OPTIONS -iquote ${ref_dir})
+    endforeach()
   endif()
   if(IS_DIRECTORY ${lab_include})
     target_include_directories(ladder_lab_student BEFORE PRIVATE ${lab_include})

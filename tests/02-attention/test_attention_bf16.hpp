@@ -139,10 +139,11 @@ inline Result run(const Bf16Case& c, Launch planted = nullptr) {
   return {O.to_host(), L.to_host()};
 }
 
-// The largest |err| / bound over O and L (a NaN anywhere, or a mismatch of a masked row's exact values: inf);
-// the ratios of O and L alone in *of, *ol when given.
+// The largest |err| / bound over O and L (a NaN, or a masked row's exact values missed: inf), and those of O
+// and L alone in *of, *ol when given.
 inline double worst_ratio(const Bf16Case& c, const Result& r, double* of = nullptr, double* ol = nullptr) {
-  double worst = 0, wo = 0, wl = 0;
+  double wo = 0, wl = 0;
+  const auto ratio = [](double err, double bound) { return err <= 1e300 ? err / bound : INFINITY; };  // NaN: inf
   const int64_t d = c.p.d;
   for (int64_t bh = 0; bh < c.p.B * c.p.H; ++bh) {
     const Bound b = derive_bound(c.p, c.Qd, c.Kd, c.Vd, bh);
@@ -150,27 +151,31 @@ inline double worst_ratio(const Bf16Case& c, const Result& r, double* of = nullp
       const size_t row = size_t(bh * c.p.Nq + i);
       const double Lw = c.L.data[row], Lg = r.L[row];
       if (std::isinf(Lw)) {  // fully masked: exactly O = 0, L = -inf
-        if (!(Lg == Lw)) return INFINITY;
+        if (!(Lg == Lw)) wl = INFINITY;
         for (int64_t k = 0; k < d; ++k)
-          if (r.O[row * size_t(d) + size_t(k)] != 0.0f) return INFINITY;
+          if (r.O[row * size_t(d) + size_t(k)] != 0.0f) wo = INFINITY;
         continue;
       }
-      const double el = std::abs(Lg - Lw) / b.L;
-      if (!(el <= 1e300)) return INFINITY;
-      worst = std::max(worst, el);
-      wl = std::max(wl, el);
+      wl = std::max(wl, ratio(std::abs(Lg - Lw), b.L));
       for (int64_t k = 0; k < d; ++k) {
         const size_t e = row * size_t(d) + size_t(k);
-        const double eo = std::abs(double(r.O[e]) - c.O.data[e]) / b.O;
-        if (!(eo <= 1e300)) return INFINITY;
-        worst = std::max(worst, eo);
-        wo = std::max(wo, eo);
+        wo = std::max(wo, ratio(std::abs(double(r.O[e]) - c.O.data[e]), b.O));
       }
     }
   }
   if (of) *of = wo;
   if (ol) *ol = wl;
-  return worst;
+  return std::max(wo, wl);
+}
+
+// The check, its failure in the labs' form (tests/lab_check.hpp: "rung R, output X, case C: ..."), so that
+// scripts/lab can name the output and show its hint.
+inline void check_within_bound(const Bf16Case& c, const Result& r) {
+  double ro = 0, rl = 0;
+  worst_ratio(c, r, &ro, &rl);
+  MESSAGE(c.name << ": max |err| / bound = O " << ro << ", L " << rl);
+  if (!(ro <= 1.0)) FAIL_CHECK("rung tiled_bf16, output O, case " << c.name << ": max |err| / bound = " << ro);
+  if (!(rl <= 1.0)) FAIL_CHECK("rung tiled_bf16, output L, case " << c.name << ": max |err| / bound = " << rl);
 }
 
 inline std::vector<Bf16Case> cases() {

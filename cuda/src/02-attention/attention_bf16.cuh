@@ -162,6 +162,7 @@ __global__ void __launch_bounds__(kBf16Threads, 1)
       float sc[kBf16Keys / 8][4];
       LADDER_BF16_UNROLL
       for (int n = 0; n < kBf16Keys / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+      // lab:todo(tiled_bf16) S_j = Q K_j^T on the tensor cores: for each k16 step kk of d and each pair of n-tiles (16 keys 16 n2 ..), one ldmatrix_x4 of K_j's rows from `tile` (key-major, swizzled: swizzled<D>(row, chunk)) gives the B fragments of both n-tiles -- lane l names key 16 n2 + (l % 8) + 8 (l / 16) at chunk 2 kk + (l / 8) % 2, so registers 0, 1 are keys 16 n2 .. + 7 (d rows 0-7, 8-15 of the step) and 2, 3 the next 8 keys -- then two mma_m16n8k16_bf16 with qf[kk] accumulate into sc[2 n2] and sc[2 n2 + 1] (chapter 02 §11).
       const int key = (lane & 7) + 8 * (lane >> 4), chunk = (lane >> 3) & 1;
       LADDER_BF16_UNROLL
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -174,6 +175,7 @@ __global__ void __launch_bounds__(kBf16Threads, 1)
           simt::mma_m16n8k16_bf16(sc[2 * n2 + 1], qf[kk], b1, sc[2 * n2 + 1]);
         }
       }
+      // lab:end
       const bool masked = c0 + kBf16Keys > mask_from;
       float mx[2] = {-INFINITY, -INFINITY};
       LADDER_BF16_UNROLL
