@@ -24,6 +24,12 @@ ladder_add_test(test_07_precision_cuda
 ladder_add_test(test_07_bf16_gemm_cuda
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_bf16_gemm_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_bf16_gemm_cuda_planted.cu
   LIBS ladder_cuda ladder_core SIMT)
+# The A8W8 GEMM on tensor cores (cuda/src/07-precision/a8w8_mma.cuh): acc and y the reference's bits and the dp4a
+# kernel's, the same way (every schedule, TSan, on the device in the GPU build); mistakes planted in the kernel itself
+# (an A lane off by one, k32 fragment registers swapped, a store mask off by one, no cp.async wait_group) each caught.
+ladder_add_test(test_07_a8w8_mma_cuda
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_a8w8_mma_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_a8w8_mma_cuda_planted.cu
+  LIBS ladder_cuda ladder_core SIMT)
 # The CPU GEMMs' automatic path capped to AVX2 (LADDER_CPU_PATH=avx2), as on a CPU without AVX-512 or VNNI.
 # Registered where test_07_precision is built (not in the TSan build, which builds only the SIMT tests).
 if(TARGET test_07_precision)

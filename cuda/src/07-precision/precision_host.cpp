@@ -5,6 +5,7 @@
 
 #include "ladder/07-precision/a8w8.hpp"
 #include "ladder/core/error.hpp"
+#include "ladder/cuda/device.hpp"
 #include "ladder/cuda/07-precision/precision.hpp"
 #include "ladder/cuda/07-precision/precision_kernels.hpp"
 
@@ -61,6 +62,47 @@ void a8w8_gemm(const int8_t* xq, const float* xs, const int8_t* wq, const float*
   require(M == 0 || (xq && xs && wq && ws && acc && y), "cuda::precision::a8w8_gemm: a null pointer with M = {}", M);
   if (M > 0)
     detail::launch_gemm_s8_dp4a(xq, wq, xs, ws, static_cast<int>(M), static_cast<int>(K), static_cast<int>(N), acc, y);
+}
+
+namespace {
+
+// a8w8_gemm_mma's and a8w8_gemm_mma_nk's checks: a8w8_gemm's, K % 16 == 0, the grid, 16-byte aligned operands.
+bool check_a8w8_mma(const char* fn, const int8_t* xq, const float* xs, const int8_t* w, const float* ws, int64_t M,
+                    int64_t K, int64_t N, const int32_t* acc, const float* y) {
+  require(K >= 1 && K <= ladder::precision::kA8W8MaxK,
+          "cuda::precision::{}: K = {} violates 1 <= K <= {} (a sum of K int8 x int8 products, each up to 2^14, "
+          "must fit int32)", fn, K, ladder::precision::kA8W8MaxK);
+  require(K % 16 == 0, "cuda::precision::{}: K = {} violates K % 16 == 0 (rows of whole 16-byte cp.async chunks; "
+          "a8w8_gemm takes any K)", fn, K);
+  require(N >= 1 && N <= kIntMax, "cuda::precision::{}: N = {} violates 1 <= N <= 2^31 - 1", fn, N);
+  require(M >= 0 && (M + kA8W8MmaTile - 1) / kA8W8MmaTile <= 65535,
+          "cuda::precision::{}: M = {} violates 0 <= M <= {} (grid y = ceil(M / {}) <= 65535)", fn, M,
+          int64_t{65535} * kA8W8MmaTile, kA8W8MmaTile);
+  if (M == 0) return false;
+  require(xq && xs && w && ws && acc && y, "cuda::precision::{}: a null pointer with M = {}", fn, M);
+  require(reinterpret_cast<uintptr_t>(xq) % 16 == 0, "cuda::precision::{}: xq = {} violates 16-byte alignment "
+          "(cp.async copies 16 bytes)", fn, static_cast<const void*>(xq));
+  return true;
+}
+
+}  // namespace
+
+void a8w8_gemm_mma(const int8_t* xq, const float* xs, const int8_t* wq, const float* ws, int64_t M, int64_t K,
+                   int64_t N, int32_t* acc, float* y) {
+  if (!check_a8w8_mma("a8w8_gemm_mma", xq, xs, wq, ws, M, K, N, acc, y)) return;
+  // Scratch for wq^T, stream-ordered (freed after the launches are queued; ladder/cuda/device.hpp), 256-byte
+  // aligned, rows of K % 16 == 0 bytes: every row 16-byte aligned.
+  DeviceBuffer<int8_t> wt(static_cast<size_t>(N) * static_cast<size_t>(K));
+  detail::launch_a8w8_transpose(wq, static_cast<int>(K), static_cast<int>(N), wt.data());
+  detail::launch_a8w8_mma(xq, wt.data(), xs, ws, static_cast<int>(M), static_cast<int>(K), static_cast<int>(N), acc, y);
+}
+
+void a8w8_gemm_mma_nk(const int8_t* xq, const float* xs, const int8_t* wt, const float* ws, int64_t M, int64_t K,
+                      int64_t N, int32_t* acc, float* y) {
+  if (!check_a8w8_mma("a8w8_gemm_mma_nk", xq, xs, wt, ws, M, K, N, acc, y)) return;
+  require(reinterpret_cast<uintptr_t>(wt) % 16 == 0, "cuda::precision::a8w8_gemm_mma_nk: wt = {} violates 16-byte "
+          "alignment (cp.async copies 16 bytes)", static_cast<const void*>(wt));
+  detail::launch_a8w8_mma(xq, wt, xs, ws, static_cast<int>(M), static_cast<int>(K), static_cast<int>(N), acc, y);
 }
 
 void bf16_gemm(const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, float* c) {

@@ -27,6 +27,16 @@ void dequantize_e4m3_1x128(const uint8_t* q, const float* scales, int64_t rows, 
 // y [M, N] = fl(fl(float(acc) * xs[m]) * ws[n]) (per token x per channel), as precision::a8w8_gemm.
 void a8w8_gemm(const int8_t* xq, const float* xs, const int8_t* wq, const float* ws, int64_t M, int64_t K, int64_t N,
                int32_t* acc, float* y);
+// The same on the tensor cores (mma.sync m16n8k32 s8 -> s32; cuda/src/07-precision/a8w8_mma.cuh): the same
+// arguments and the same bits (acc is exact, y in the same order). wq [K, N] is first copied to [N, K] (k
+// contiguous per column, what the mma's B operand wants) in per-call scratch. K % 16 == 0 (rows of whole
+// 16-byte cp.async chunks) and xq 16-byte aligned are required, besides a8w8_gemm's K <= 131071.
+void a8w8_gemm_mma(const int8_t* xq, const float* xs, const int8_t* wq, const float* ws, int64_t M, int64_t K,
+                   int64_t N, int32_t* acc, float* y);
+// The same with the weight already [N, K] (wt = wq^T, as serving stores it and cuBLAS's int8 "TN" takes it):
+// no copy. wt 16-byte aligned too.
+void a8w8_gemm_mma_nk(const int8_t* xq, const float* xs, const int8_t* wt, const float* ws, int64_t M, int64_t K,
+                      int64_t N, int32_t* acc, float* y);
 // c [M, N] fp32 = a [M, K] b [N, K]^T ("NT", as the fp32 GEMM), a and b bf16 bit patterns, row-major, on the
 // tensor cores (mma.sync m16n8k16, fp32 accumulation; order and tiling in cuda/src/07-precision/bf16_gemm.cuh).
 // Not the reference's bits: each mma's internal order is the hardware's, so the result is judged by a bound.

@@ -15,6 +15,7 @@ inline constexpr int kGemmTile = 16;     // the dp4a GEMM: 16 x 16 outputs per b
 inline constexpr int kGemmWords = 16;    // ... K in steps of 16 packed words = 64 int8 values
 inline constexpr int kElemThreads = 256; // the dequantisation kernels (one element per thread, grid-stride)
 inline constexpr int kBf16GemmTile = 128; // the bf16 tensor-core GEMM: one 128 x 128 tile of C per block
+inline constexpr int kA8W8MmaTile = 128;  // the int8 tensor-core GEMM: the same
 
 namespace detail {
 // q [rows, cols] int8 codes, scales [rows]: s = amax / 127 per row (1 for an all-zero row), q = RNE(x / s).
@@ -32,6 +33,12 @@ void launch_gemm_s8_dp4a(const int8_t* a, const int8_t* b, const float* xs, cons
 // c [M, N] fp32 = a [M, K] b [N, K]^T, bf16 bit patterns, on mma.sync m16n8k16 (bf16_gemm.cuh); K % 8 == 0,
 // a and b 16-byte aligned.
 void launch_bf16_gemm(const uint16_t* a, const uint16_t* b, int M, int N, int K, float* c);
+// wt [N, K] = wq [K, N]^T (int8): the weight layout the tensor-core A8W8 GEMM takes.
+void launch_a8w8_transpose(const int8_t* wq, int K, int N, int8_t* wt);
+// acc [M, N] = a [M, K] wt [N, K]^T in int32 on mma.sync m16n8k32 s8 (a8w8_mma.cuh), y as launch_gemm_s8_dp4a's;
+// K % 16 == 0, a and wt 16-byte aligned.
+void launch_a8w8_mma(const int8_t* a, const int8_t* wt, const float* xs, const float* ws, int M, int K, int N,
+                     int32_t* acc, float* y);
 }  // namespace detail
 
 }  // namespace ladder::cuda::precision

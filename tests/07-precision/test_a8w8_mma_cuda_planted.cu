@@ -1,0 +1,123 @@
+// tests/07-precision/test_a8w8_mma_cuda_planted.cu -- mistakes planted in the tensor-core A8W8 GEMM kernel itself
+// (a8w8_mma_kernel<I8Plant> of cuda/src/07-precision/a8w8_mma.cuh; I8Plant::none is the kernel the host API
+// launches), each caught in every schedule by what test_a8w8_mma_cuda.cpp checks (acc equal to the exact sums,
+// nothing written past M x N):
+//   a_lane      A's ldmatrix lane address one row down (lane l addresses row (l + 1) % 16 of its fragment);
+//   k32_order   A's fragment registers 1 and 2 swapped (rows g + 8 at k 0-15 taken for rows g at k 16-31);
+//   store_mask  the store's row mask off by one (row <= M): row M is written, past acc, into the guard;
+//   no_wait     the K loop's cp.async.wait_group removed: the first ldmatrix reads a slice still in flight,
+//               and SIMT stops the run ("is still copying"), so it runs in a forked child.
+// Skipped in the TSan build (the no_wait child would be a TSan process; the others are not races).
+#include <doctest/doctest.h>
+#include <simt.hpp>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../cuda/src/07-precision/a8w8_mma.cuh"
+#include "ladder/core/rng.hpp"
+#include "ladder/cuda/device.hpp"
+
+#if !defined(SIMT_TSAN)
+
+namespace {
+
+namespace pr = ladder::cuda::precision;
+using pr::I8Plant;
+
+constexpr int M = 77, N = 45, K = 48;
+constexpr size_t kCells = static_cast<size_t>(M * N), kGuard = static_cast<size_t>(N + 64);
+
+struct Run {
+  std::vector<int32_t> acc;  // M x N
+  bool guard_kept = false;
+};
+
+// a [M, K], b [N, K] (the kernel's layout), unit scales.
+template <I8Plant P>
+Run run(const std::vector<int8_t>& a, const std::vector<int8_t>& b) {
+  ladder::cuda::DeviceBuffer<int8_t> da(a), db(b);
+  ladder::cuda::DeviceBuffer<float> xs(std::vector<float>(M, 1.0f)), ws(std::vector<float>(N, 1.0f)),
+      y(kCells + kGuard);
+  ladder::cuda::DeviceBuffer<int32_t> acc(std::vector<int32_t>(kCells + kGuard, -1));
+  simt::launch(pr::a8w8_mma_kernel<P>, dim3(1, 1), dim3(pr::kI8Threads), 0, da.data(), db.data(), xs.data(),
+               ws.data(), M, N, K, acc.data(), y.data());
+  Run r;
+  r.acc = acc.to_host();
+  r.guard_kept = true;
+  for (size_t i = kCells; i < r.acc.size(); ++i) r.guard_kept = r.guard_kept && r.acc[i] == -1;
+  r.acc.resize(kCells);
+  return r;
+}
+
+// Runs the no_wait kernel in a forked child (SIMT aborts the process); returns its signal and output.
+std::pair<int, std::string> run_no_wait_child(const std::vector<int8_t>& a, const std::vector<int8_t>& b) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    const rlimit no_core{0, 0};  // an expected abort leaves no core file
+    setrlimit(RLIMIT_CORE, &no_core);
+    std::signal(SIGABRT, SIG_DFL);  // the abort ends the child; doctest's crash report is the parent's business
+    run<I8Plant::no_wait>(a, b);
+    _exit(0);  // not reached when SIMT catches the read
+  }
+  close(fds[1]);
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFSIGNALED(status) ? WTERMSIG(status) : 0, out};
+}
+
+}  // namespace
+
+TEST_CASE("planted bugs: the int8 mma GEMM with an A lane off by one, k32 fragments swapped, a store mask off by one, "
+          "or no wait_group") {
+  ladder::Rng rng(4008);
+  std::vector<int8_t> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(N * K));
+  for (int8_t& v : a) v = static_cast<int8_t>(static_cast<int>(rng.uniform_int(256)) - 128);
+  for (int8_t& v : b) v = static_cast<int8_t>(static_cast<int>(rng.uniform_int(256)) - 128);
+  std::vector<int32_t> exact(kCells);  // the exact sums, in int64 then narrowed (|sum| <= 48 x 2^14)
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      int64_t s = 0;
+      for (int k = 0; k < K; ++k) s += int64_t{a[static_cast<size_t>(m * K + k)]} * b[static_cast<size_t>(n * K + k)];
+      exact[static_cast<size_t>(m * N + n)] = static_cast<int32_t>(s);
+    }
+  const simt::Config saved = simt::config();
+  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
+    CAPTURE(static_cast<int>(s));
+    simt::Config c = saved;
+    c.schedule = s;
+    simt::set_config(c);
+    const Run good = run<I8Plant::none>(a, b);  // the harness tells them apart: the kernel itself passes
+    CHECK(good.guard_kept);
+    CHECK(good.acc == exact);
+    const Run lane = run<I8Plant::a_lane>(a, b);
+    CHECK(lane.acc != exact);
+    const Run order = run<I8Plant::k32_order>(a, b);
+    CHECK(order.acc != exact);
+    const Run mask = run<I8Plant::store_mask>(a, b);
+    CHECK_FALSE(mask.guard_kept);
+    const auto [sig, text] = run_no_wait_child(a, b);
+    INFO(text);
+    CHECK(sig == SIGABRT);
+    CHECK(text.find("is still copying") != std::string::npos);
+  }
+  simt::set_config(saved);
+}
+
+#endif
