@@ -10,12 +10,14 @@
 //     that group's rows alone (e.g. under a profiler: ncu --metrics gpu__time_duration.sum bench_gpu --only mla)
 // The gemm group also times the bf16 tensor-core GEMM (cuda::precision::bf16_gemm) beside cuBLAS bf16
 // (cublasGemmEx, tensor-op math for that call only); its "÷ floor" is against the fp32 FMA floor, so below 1.
+// And the A8W8 GEMMs (tensor-core a8w8_gemm_mma(_nk), __dp4a a8w8_gemm) beside cuBLAS int8 (cublasGemmEx, TN).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -290,6 +292,56 @@ void gemm_rows(std::vector<Row>& rows, cublasHandle_t h) {
         2.0 * double(n) * double(n) * double(n)};
   r.cublas_ms = cublas_bf16_ms;
   rows.push_back(r);
+
+  // int8 (issue 42): the A8W8 GEMMs -- tensor cores (mma.sync m16n8k32 s8) and __dp4a -- beside cuBLAS int8
+  // (cublasGemmEx, CUDA_R_8I inputs, CUDA_R_32I output, CUBLAS_COMPUTE_32I, "TN": the weight [N, K] and the
+  // activation [M, K] both k-contiguous, the layout cuBLAS's int8 path takes). cuBLAS writes acc only; the project
+  // kernels also write y = fl(fl(acc xs) ws) (a second 4n^2-byte output). The mma rows: a8w8_gemm_mma_nk takes the
+  // [N, K] weight as cuBLAS does; a8w8_gemm_mma takes wq [K, N] (a8w8_gemm's arguments) and copies it to [N, K] in
+  // per-call scratch first, that copy timed in its row. The dp4a kernel (16 x 16 tiles on CUDA cores) is ratioed
+  // against cuBLAS int8 too.
+  std::vector<std::int8_t> hx(std::size_t(n * n)), hw(std::size_t(n * n));
+  std::uniform_int_distribution<int> byte(-128, 127);
+  for (auto& v : hx) v = static_cast<std::int8_t>(byte(gen));
+  for (auto& v : hw) v = static_cast<std::int8_t>(byte(gen));
+  DeviceBuffer<std::int8_t> Xq(hx), Wq(hw);  // Wq read as [K, N] by a8w8_gemm(_mma), as [N, K] by _nk and cuBLAS
+  DeviceBuffer<float> xs = random_buffer(std::size_t(n), 24, 1e-3f, 1e-2f),
+                      ws = random_buffer(std::size_t(n), 25, 1e-3f, 1e-2f);
+  DeviceBuffer<std::int32_t> acc(std::size_t(n * n));
+  const std::int32_t ione = 1, izero = 0;
+  check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  // Column-major acc^T [N, M] = op(A) B: A = Wq [N, K] row-major seen as K x N column-major, transposed;
+  // B = Xq [M, K] row-major seen as K x M column-major; acc^T column-major is acc [M, N] row-major.
+  const double cublas_i8_ms = time_ms([&] {
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(n), int(n), &ione, Wq.data(), CUDA_R_8I,
+                              int(n), Xq.data(), CUDA_R_8I, int(n), &izero, acc.data(), CUDA_R_32I, int(n),
+                              CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (int8)");
+  });
+  check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  const std::string i8_shape = fmt::format("{0}x{0}x{0} int8 -> int32 + fp32 y", n);
+  const double ops = 2.0 * double(n) * double(n) * double(n);
+  Row nk{"A8W8 mma GEMM, weight [N, K] (128x128 tiles, mma.sync m16n8k32 s8, 3-stage cp.async)", i8_shape, "flops",
+         time_ms([&] {
+           cuda::precision::a8w8_gemm_mma_nk(Xq.data(), xs.data(), Wq.data(), ws.data(), n, n, n, acc.data(),
+                                             C.data());
+         }),
+         ops};
+  nk.cublas_ms = cublas_i8_ms;
+  rows.push_back(nk);
+  Row kn{"A8W8 mma GEMM, weight [K, N] (the same after a transposing copy to scratch)", i8_shape, "flops",
+         time_ms([&] {
+           cuda::precision::a8w8_gemm_mma(Xq.data(), xs.data(), Wq.data(), ws.data(), n, n, n, acc.data(), C.data());
+         }),
+         ops};
+  kn.cublas_ms = cublas_i8_ms;
+  rows.push_back(kn);
+  Row dp{"A8W8 dp4a GEMM (16x16 tiles, __dp4a on CUDA cores)", i8_shape, "flops", time_ms([&] {
+           cuda::precision::a8w8_gemm(Xq.data(), xs.data(), Wq.data(), ws.data(), n, n, n, acc.data(), C.data());
+         }),
+         ops};
+  dp.cublas_ms = cublas_i8_ms;
+  rows.push_back(dp);
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ void launch_a8w8_transpose(const int8_t* wq, int K, int N, int8_t* wt) {
 
 void launch_a8w8_mma(const int8_t* a, const int8_t* wt, const float* xs, const float* ws, int M, int K, int N,
                      int32_t* acc, float* y) {
-  const dim3 grid(static_cast<unsigned>((N + kI8Tile - 1) / kI8Tile), static_cast<unsigned>((M + kI8Tile - 1) / kI8Tile));
+  const dim3 grid(static_cast<unsigned>((N + kI8Tile - 1) / kI8Tile),
+                  static_cast<unsigned>((M + kI8Tile - 1) / kI8Tile));
   simt::launch(a8w8_mma_kernel<I8Plant::none>, grid, dim3(kI8Threads), 0, a, wt, xs, ws, M, N, K, acc, y);
 }
 

@@ -12,7 +12,7 @@
 // integer addition makes every order and blocking the same bits (the reference's gemm_s8s8s32). The epilogue
 // writes acc and y = fl(fl(float(acc) * xs[m]) * ws[n]) in the reference's order (a8w8_gemm).
 // What it is not: a fast int8 GEMM. On sm_80 / sm_90 int8 GEMMs run on the tensor cores (mma.m16n8k32.s8,
-// simt::mma_m16n8k32_s8); this rung shows the recipe and dp4a's byte arithmetic, and nothing here is timed.
+// a8w8_mma.cuh); this rung shows the recipe and dp4a's byte arithmetic (bench_gpu times it beside cuBLAS int8).
 #include "ladder/cuda/07-precision/precision_kernels.hpp"
 #include "simt.hpp"
 
