@@ -7,6 +7,7 @@
 //   store_mask  the store's row mask off by one (row <= M): row M is written, past acc, into the guard;
 //   no_wait     the K loop's cp.async.wait_group removed: the first ldmatrix reads a slice still in flight,
 //               and SIMT stops the run ("is still copying"), so it runs in a forked child.
+// And the shared-memory swizzle: every ldmatrix and cp.async phase conflict-free (the plain layout: 4-way).
 // Skipped in the TSan build (the no_wait child would be a TSan process; the others are not races).
 #include <doctest/doctest.h>
 #include <simt.hpp>
@@ -14,8 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -118,6 +121,58 @@ TEST_CASE("planted bugs: the int8 mma GEMM with an A lane off by one, k32 fragme
     CHECK(text.find("is still copying") != std::string::npos);
   }
   simt::set_config(saved);
+}
+
+namespace {
+
+// The largest number of distinct 16-byte chunks of one 8-lane phase that fall on the same 4 banks (1: no
+// conflict): 8 lanes x 16 bytes = 128 bytes, all 32 banks exactly once when conflict-free. offset(l) is lane l's
+// byte offset in a slice.
+int phase_ways(const std::function<int(int)>& offset) {
+  int uses[32] = {};
+  for (int l = 0; l < 8; ++l)
+    for (int w = 0; w < 4; ++w) ++uses[(offset(l) / 4 + w) % 32];
+  int worst = 0;
+  for (int u : uses) worst = u > worst ? u : worst;
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("the int8 mma GEMM's swizzle: every ldmatrix phase and every cp.async phase is conflict-free") {
+  const auto plain = [](int row, int chunk) { return row * pr::kI8Step + 16 * chunk; };  // the unswizzled layout
+  int worst = 0, worst_plain = 0;
+  for (int wm : {0, 64})
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < pr::kI8Mi; ++i)
+        for (int phase = 0; phase < 4; ++phase) {
+          // A: lane l of the x4 addresses row wm + 16 i + l % 16, chunk 2 h + l / 16; B (rows of n): row
+          // wn + 16 i + l % 8 + 8 (l / 16), chunk 2 h + (l / 8) % 2 (wn takes the values wm takes).
+          const auto a = [&](auto layout) {
+            return [&, layout](int l8) {
+              const int l = 8 * phase + l8;
+              return layout(wm + 16 * i + (l & 15), 2 * h + (l >> 4));
+            };
+          };
+          const auto b = [&](auto layout) {
+            return [&, layout](int l8) {
+              const int l = 8 * phase + l8;
+              return layout(wm + 16 * i + (l & 7) + ((l >> 4) << 3), 2 * h + ((l >> 3) & 1));
+            };
+          };
+          worst = std::max({worst, phase_ways(a(pr::i8_swizzle)), phase_ways(b(pr::i8_swizzle))});
+          worst_plain = std::max({worst_plain, phase_ways(a(plain)), phase_ways(b(plain))});
+        }
+  CHECK(worst == 1);
+  CHECK(worst_plain == 4);  // without the swizzle rows r, r + 2, r + 4, r + 6 share banks: the check can fail
+  int worst_copy = 0;       // cp.async: thread id copies chunk id % 4 of row id / 4, 8 threads per phase
+  for (int i = 0; i < pr::kI8Copies; ++i)
+    for (int phase = 0; phase < pr::kI8Threads / 8; ++phase)
+      worst_copy = std::max(worst_copy, phase_ways([&](int l8) {
+                              const int id = 8 * phase + l8 + i * pr::kI8Threads;
+                              return pr::i8_swizzle(id >> 2, id & 3);
+                            }));
+  CHECK(worst_copy == 1);
 }
 
 #endif
