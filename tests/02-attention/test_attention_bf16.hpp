@@ -202,6 +202,7 @@ inline std::vector<Bf16Case> cases() {
   r.push_back(random_case(1, 1, 128, 128, 128, true, 4207));  // d = 128
   r.push_back(random_case(1, 2, 70, 90, 59, true, 4208));     // d = 59 (not a multiple of 8): padded to 64
   r.push_back(random_case(1, 1, 65, 130, 96, false, 4209));   // d = 96: padded to 128
+  r.push_back(random_case(1, 1, 150, 20, 40, true, 4210));    // d = 40 padded, Q blocks 0, 1 fully masked
   // Every golden case it computes, d in {32, 59, 64, 111, 128} (32, 59 padded to 64, 111 to 128); the four with
   // ~1k keys (most of the time here) not in the TSan build, where they take minutes.
   for (const std::string& name : golden_plain()) {

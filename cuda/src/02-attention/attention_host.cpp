@@ -97,6 +97,7 @@ void tiled_bf16(const Problem& p, const uint16_t* Q, const uint16_t* K, const ui
   detail::launch_bf16_pad(V, Vp.data(), k_rows, k.d, D);
   Dims padded = k;
   padded.d = D;
+  padded.dv = 0;  // O's rows are D wide too (a fully masked block zeroes rows of d_v = d entries otherwise)
   detail::launch_tiled_bf16(padded, Qp.data(), Kp.data(), Vp.data(), Op.data(), L);
   detail::launch_bf16_unpad(Op.data(), O, q_rows, k.d, D);
   sync();  // the padded buffers are freed on return
