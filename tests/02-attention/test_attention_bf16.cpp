@@ -20,11 +20,11 @@ TEST_CASE("tiled_bf16 vs the fp64 oracle on the same bf16 inputs, within the der
   for (const Bf16Case& c : all_cases()) check_within_bound(c, run(c));
 }
 
-TEST_CASE("tiled_bf16 refuses head dims other than 64 and 128, naming d") {
-  cuda::DeviceBuffer<uint16_t> in(size_t(4 * 96));
-  cuda::DeviceBuffer<float> out(size_t(4 * 96));
-  for (int64_t d : {32, 96, 129}) {
-    const std::string what = "d = " + std::to_string(d) + " violates d in {64, 128}";
+TEST_CASE("tiled_bf16 refuses head dims outside 1 <= d <= 128, naming d, and the shapes only the oracle computes") {
+  cuda::DeviceBuffer<uint16_t> in(size_t(4 * 256));
+  cuda::DeviceBuffer<float> out(size_t(4 * 256));
+  for (int64_t d : {0, 129, 256}) {
+    const std::string what = "d = " + std::to_string(d) + " violates 1 <= d <= 128";
     CHECK_THROWS_WITH_AS(cuda::attention::tiled_bf16(Problem::make(1, 1, 2, 2, d), in.data(), in.data(), in.data(),
                                                      out.data(), out.data()),
                          doctest::Contains(what.c_str()), Error);
@@ -32,6 +32,37 @@ TEST_CASE("tiled_bf16 refuses head dims other than 64 and 128, naming d") {
   CHECK_THROWS_AS(cuda::attention::tiled_bf16(Problem::make(1, 1, 2, 2, 64), nullptr, in.data(), in.data(),
                                               out.data(), out.data()),
                   Error);
+  CHECK_THROWS_AS(cuda::attention::tiled_bf16(Problem::make(1, 1, 2, 2, 59), in.data(), nullptr, in.data(),
+                                              out.data(), out.data()),
+                  Error);
+  for (const std::string& name : golden_case_names()) {  // GQA / MQA, d_v != d, windows, seqlens: refused
+    const Problem& p = golden_case(name).p;
+    if (p.plain()) continue;
+    CAPTURE(name);
+    const size_t n = size_t(p.heads() * std::max(p.Nq, p.Nk) * std::max(p.d, p.dim_v()));
+    cuda::DeviceBuffer<uint16_t> x(n);
+    cuda::DeviceBuffer<float> o(n);
+    CHECK_THROWS_AS(cuda::attention::tiled_bf16(p, x.data(), x.data(), x.data(), o.data(), o.data()), Error);
+  }
+}
+
+// Inputs 2 bytes past a 16-byte boundary: cp.async cannot copy their rows, so the host API takes the padding
+// path (here a copy with no pad columns, D = d = 64) and gives the same O and L as the aligned call, bit for bit.
+TEST_CASE("tiled_bf16 on inputs that are not 16-byte aligned: copied, the same result") {
+  const Bf16Case& c = all_cases()[2];  // q100 k100 d64 causal: tails
+  REQUIRE(c.p.d == 64);
+  const auto shifted = [](const std::vector<uint16_t>& x) {
+    std::vector<uint16_t> r(x.size() + 1, 0x3f80);  // element 0: bf16 1.0, never read
+    std::copy(x.begin(), x.end(), r.begin() + 1);
+    return cuda::DeviceBuffer<uint16_t>(r);
+  };
+  cuda::DeviceBuffer<uint16_t> Q = shifted(c.Q), K = shifted(c.K), V = shifted(c.V);
+  cuda::DeviceBuffer<float> O(size_t(c.p.heads() * c.p.Nq * c.p.d)), L(size_t(c.p.heads() * c.p.Nq));
+  cuda::attention::tiled_bf16(c.p, Q.data() + 1, K.data() + 1, V.data() + 1, O.data(), L.data());
+  const Result shifted_r{O.to_host(), L.to_host()}, aligned = run(c);
+  CHECK(shifted_r.O == aligned.O);
+  CHECK(shifted_r.L == aligned.L);
+  check_within_bound(c, shifted_r);
 }
 
 // Shared-memory banks of the kernel's 16-byte accesses (attention_bf16.cuh: logical chunk c of row r at chunk

@@ -75,14 +75,32 @@ void tiled(const Problem& p, const float* Q, const float* K, const float* V, flo
 }
 
 void tiled_bf16(const Problem& p, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O, float* L) {
-  require(p.d == 64 || p.d == 128,
-          "cuda attention tiled_bf16: d = {} violates d in {{64, 128}} (one kernel per head dim)", p.d);
+  require(p.d >= 1 && p.d <= 128,
+          "cuda attention tiled_bf16: d = {} violates 1 <= d <= 128 (padded to a kernel's head dim, 64 or 128)", p.d);
   const Dims k = dims_of(p, "cuda tiled_bf16");
   ladder::attention::check_pointers("cuda tiled_bf16", Q, K, V, O, L);
-  for (const uint16_t* x : {Q, K, V})  // cp.async copies 16-byte chunks of the rows
-    require(reinterpret_cast<std::uintptr_t>(x) % 16 == 0,
-            "cuda attention tiled_bf16: an input at {} violates 16-byte alignment", static_cast<const void*>(x));
-  detail::launch_tiled_bf16(k, Q, K, V, O, L);
+  const auto aligned = [](const uint16_t* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; };
+  if ((p.d == 64 || p.d == 128) && aligned(Q) && aligned(K) && aligned(V)) {  // the kernel as it is, no copies
+    detail::launch_tiled_bf16(k, Q, K, V, O, L);
+    return;
+  }
+  // Any other d (or rows not 16-byte aligned for cp.async): Q, K, V copied into zero-padded [B,H,N,D] buffers,
+  // the D kernel run on them with the caller's scale (k.scale, not 1/sqrt(D)), O's first d columns copied back;
+  // L is written in place. The zero columns add exact zeros to every q_i . k_j and give O columns that are zero
+  // and unused (attention_bf16_pad.cuh).
+  const int D = p.d <= 64 ? 64 : 128;
+  const size_t q_rows = static_cast<size_t>(p.heads() * p.Nq), k_rows = static_cast<size_t>(p.heads() * p.Nk);
+  DeviceBuffer<uint16_t> Qp(q_rows * D), Kp(k_rows * D), Vp(k_rows * D);
+  DeviceBuffer<float> Op(q_rows * D);
+  detail::launch_bf16_pad(Q, Qp.data(), q_rows, k.d, D);
+  detail::launch_bf16_pad(K, Kp.data(), k_rows, k.d, D);
+  detail::launch_bf16_pad(V, Vp.data(), k_rows, k.d, D);
+  Dims padded = k;
+  padded.d = D;
+  padded.dv = 0;  // O's rows are D wide too (a fully masked block zeroes rows of d_v = d entries otherwise)
+  detail::launch_tiled_bf16(padded, Qp.data(), Kp.data(), Vp.data(), Op.data(), L);
+  detail::launch_bf16_unpad(Op.data(), O, q_rows, k.d, D);
+  sync();  // the padded buffers are freed on return
 }
 
 void backward_recompute(const Problem& p, const float* Q, const float* K, const float* V, const float* O,

@@ -45,8 +45,10 @@ class ForceTiled {
 };
 // tiled_bf16 (issue 42): the same FA2 forward in bf16 on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async;
 // cuda/src/02-attention/attention_bf16.cuh). Q, K, V are bf16 bit patterns (ladder::formats::to_bf16) in the
-// layouts above, 16-byte aligned; O and L are fp32 as in tiled(). S and P V accumulate in fp32, the softmax is
-// fp32, P is rounded to bf16 before P V. d in {64, 128} (a kernel per head dim); no m output.
+// layouts above; O and L are fp32 as in tiled(). S and P V accumulate in fp32, the softmax is fp32, P is rounded
+// to bf16 before P V. 1 <= d <= 128; no m output. A kernel per head dim, 64 and 128: d in {64, 128} with 16-byte
+// aligned Q, K, V runs it directly; any other call pads Q, K, V with zero columns to D = 64 (d <= 64) or 128 in
+// scratch buffers first and copies O's first d columns back (exact: the zeros add nothing to Q K^T).
 void tiled_bf16(const Problem& p, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O, float* L);
 // backward with recomputation (FA2 Alg. 2): a D = rowsum(dO o O) kernel, then one block per
 // (batch x head, KV tile) accumulating dK_j, dV_j; dQ by atomicAdd from every KV block (not a second

@@ -2,6 +2,7 @@
 // (the .cu files include only this: nvcc 13 cannot compile fmt's consteval format strings). Call the
 // checked API in ladder/cuda/02-attention/attention.hpp instead.
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 
 namespace ladder::cuda::attention {
@@ -42,8 +43,12 @@ void launch_naive_pv(const Dims& p, const float* P, const float* V, float* O);
 void launch_flash_row(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
 void launch_tiled(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
 void launch_tiled_wide(const Dims& p, const float* Q, const float* K, const float* V, float* O, float* L, float* m);
-// tiled_bf16: Q, K, V bf16 bit patterns, d in {64, 128} (cuda/src/02-attention/attention_bf16.cuh).
+// tiled_bf16: Q, K, V bf16 bit patterns, d in {64, 128}, 16-byte aligned (cuda/src/02-attention/attention_bf16.cuh).
 void launch_tiled_bf16(const Dims& p, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O, float* L);
+// Its padding (cuda/src/02-attention/attention_bf16_pad.cuh): dst [rows, D] = src [rows, d] with zero columns
+// d .. D - 1; and back, dst [rows, d] = the first d columns of src [rows, D].
+void launch_bf16_pad(const uint16_t* src, uint16_t* dst, size_t rows, int d, int D);
+void launch_bf16_unpad(const float* src, float* dst, size_t rows, int d, int D);
 void launch_backward_D(const Dims& p, const float* O, const float* dO, float* D, float* dQ);
 void launch_backward_kv(const Dims& p, const float* Q, const float* K, const float* V, const float* dO,
                         const float* L, const float* D, float* dQ, float* dK, float* dV);
