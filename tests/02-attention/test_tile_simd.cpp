@@ -190,8 +190,9 @@ TEST_CASE("tile kernels: the tiled rungs give the same bits on every SIMD path (
   }
 }
 
-TEST_CASE("tile kernels: LADDER_CPU_PATH takes avx512, avx, avx2, portable; another value is an Error naming it") {
+TEST_CASE("tile kernels: LADDER_CPU_PATH takes amx, avx512, avx, avx2, portable; another value is an Error naming it") {
   CHECK(simd::detail::parse_cap(nullptr) == 2);
+  CHECK(simd::detail::parse_cap("amx") == 2);
   CHECK(simd::detail::parse_cap("avx") == 1);
   CHECK(simd::detail::parse_cap("portable") == 0);
   CHECK_THROWS_WITH_AS(simd::detail::parse_cap("sse"), doctest::Contains("LADDER_CPU_PATH"), ladder::Error);

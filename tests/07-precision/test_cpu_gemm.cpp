@@ -3,6 +3,8 @@
 // forced by the path parameter; a path the CPU lacks is named in a MESSAGE, never skipped silently):
 //   int8: the same int32 sums as gemm_s8s8s32 (a8w8.hpp) on awkward shapes (K not a multiple of 4 or 64,
 //         M and N of 1, 7, 129) and at the extremes (-128 x -128 and -128 x 127 over the largest K).
+//         The AMX path also on shapes around its 32 x 32 block, 128-column chunk and 64-byte k-step, on 1, 2 and 3
+//         OpenMP threads (a wrong B tile offset planted in its kernel failed 24 of these checks).
 //         Planted: AVX2's usual VPMADDUBSW route (saturating int16 pair sums) must differ from the reference
 //         (why the avx2 path sign-extends to int16 and uses VPMADDWD instead).
 //   bf16: the same bits as the portable chain (avx512: the instruction; avx2: FMA under MXCSR.FZ) on
@@ -11,6 +13,7 @@
 //         one without FTZ must differ from the instruction (the contract is not vacuous).
 #include <doctest/doctest.h>
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -35,6 +38,9 @@ struct Dims {
 };
 const Dims kShapes[] = {{1, 1, 1},  {7, 3, 129},  {129, 67, 7}, {1, 130, 1},    {13, 513, 65},
                          {6, 1000, 64}, {129, 129, 129}, {7, 5, 1}, {12, 1031, 128}, {0, 5, 3}, {3, 0, 5}};
+
+const std::initializer_list<CpuPath> kInt8Paths = {CpuPath::amx, CpuPath::avx512, CpuPath::avx, CpuPath::avx2,
+                                                   CpuPath::portable};
 
 std::vector<CpuPath> fast_paths(bool (*available)(CpuPath), std::initializer_list<CpuPath> all) {
   std::vector<CpuPath> out;
@@ -88,7 +94,7 @@ __attribute__((target("avx2"))) int32_t maddubs_dot(const int8_t* a, const int8_
 }  // namespace
 
 TEST_CASE("cpu_gemm int8: every path gives gemm_s8s8s32's int32 sums on awkward shapes") {
-  const auto paths = fast_paths(int8_path_available, {CpuPath::avx512, CpuPath::avx, CpuPath::avx2, CpuPath::portable});
+  const auto paths = fast_paths(int8_path_available, kInt8Paths);
   MESSAGE("int8 automatic path on this CPU: " << std::string(cpu_path_name(int8_path())));
   const char* env = std::getenv("LADDER_CPU_PATH");
   if (env && std::string(env) == "avx2" && int8_path_available(CpuPath::avx2)) {
@@ -106,7 +112,7 @@ TEST_CASE("cpu_gemm int8: every path gives gemm_s8s8s32's int32 sums on awkward 
 }
 
 TEST_CASE("cpu_gemm int8: extreme values over the largest K stay exact (-128 x -128, -128 x 127)") {
-  const auto paths = fast_paths(int8_path_available, {CpuPath::avx512, CpuPath::avx, CpuPath::avx2, CpuPath::portable});
+  const auto paths = fast_paths(int8_path_available, kInt8Paths);
   const Dims s{7, kA8W8MaxK, 65};
   std::vector<int8_t> a(static_cast<size_t>(s.m * s.k), -128), b(static_cast<size_t>(s.k * s.n), -128);
   for (int64_t kk = 0; kk < s.k; ++kk) b[static_cast<size_t>(kk * s.n + 1)] = 127;  // column 1: the negative extreme
@@ -132,6 +138,39 @@ TEST_CASE("cpu_gemm int8: a changed sum is seen (the comparison is not vacuous)"
   std::vector<int8_t> shifted_a(a.size());
   for (size_t i = 0; i < a.size(); ++i) shifted_a[i] = static_cast<int8_t>(a[i] ^ 0x80);  // (a + 128) - 256 [a >= 0]
   CHECK(int8_run(shifted_a, b, s, CpuPath::automatic) != int8_ref(a, b, s));
+}
+
+TEST_CASE("cpu_gemm int8: the AMX path on ragged shapes, 1 to 3 OpenMP threads, the same sums (and a bad packing seen)") {
+  if (!int8_path_available(CpuPath::amx)) {
+    MESSAGE("this CPU, OS or process has no amx path (AMX-TILE, AMX-INT8, XCR0 tile state, arch_prctl grant): "
+            "not tested here");
+    return;
+  }
+  const char* env = std::getenv("LADDER_CPU_PATH");
+  if (!env || !*env || std::string(env) == "amx") CHECK(int8_path() == CpuPath::amx);  // the widest path
+  // m, n around the 32 x 32 block and the 128-column chunk, k around the 64-byte k-step (and not a multiple of 4)
+  const Dims shapes[] = {{31, 63, 33}, {32, 64, 32}, {33, 65, 31},   {64, 128, 128}, {97, 191, 129},
+                         {1, 7, 300},  {300, 4, 1},  {45, 1000, 257}, {130, 2050, 70}};
+  const int saved = omp_get_max_threads();
+  for (const Dims s : shapes) {
+    const auto a = random_s8(static_cast<size_t>(s.m * s.k), 21), b = random_s8(static_cast<size_t>(s.k * s.n), 22);
+    const auto want = int8_ref(a, b, s);
+    for (int t = 1; t <= 3; ++t) {
+      omp_set_num_threads(t);
+      INFO("m k n = " << s.m << " " << s.k << " " << s.n << ", threads " << t);
+      CHECK(int8_run(a, b, s, CpuPath::amx) == want);
+    }
+  }
+  omp_set_num_threads(saved);
+  // Planted: b's columns 16..31 of each 32-column block read as columns 0..15 (the second B tile at the wrong
+  // offset, the mistake a VNNI packing makes most easily) must change the sums.
+  const Dims s{45, 1000, 257};
+  const auto a = random_s8(static_cast<size_t>(s.m * s.k), 21), b = random_s8(static_cast<size_t>(s.k * s.n), 22);
+  auto bad = b;
+  for (int64_t kk = 0; kk < s.k; ++kk)
+    for (int64_t j = 0; j + 32 <= s.n; j += 32)
+      std::copy_n(b.begin() + kk * s.n + j, 16, bad.begin() + kk * s.n + j + 16);
+  CHECK(int8_run(a, bad, s, CpuPath::amx) != int8_ref(a, b, s));
 }
 
 TEST_CASE("cpu_gemm int8: AVX2's saturating VPMADDUBSW route is wrong, its VPMADDWD path is not (planted)") {

@@ -220,7 +220,7 @@ float bf16_dot_step(float acc, uint16_t x, uint16_t y) { return step(acc, daz(x)
 bool bf16_path_available(CpuPath p) {
   if (p == CpuPath::avx512) return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");
   if (p == CpuPath::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return p != CpuPath::avx;
+  return p != CpuPath::avx && p != CpuPath::amx;
 }
 
 CpuPath bf16_path() {

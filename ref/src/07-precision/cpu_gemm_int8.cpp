@@ -1,6 +1,7 @@
 // ref/src/07-precision/cpu_gemm_int8.cpp -- the int8 GEMM's CPU paths (ladder/07-precision/cpu_gemm.hpp):
 // AVX-VNNI and AVX2 kernels behind function attributes, chosen at run time, the portable loop, and the
-// dispatch to the AVX512-VNNI path (cpu_gemm_int8_avx512.cpp, which packs only b, per thread).
+// dispatch to the AVX512-VNNI path (cpu_gemm_int8_avx512.cpp, which packs only b, per thread) and the AMX path
+// (cpu_gemm_int8_amx.cpp).
 //
 // Packing (Goto and van de Geijn, "Anatomy of high-performance matrix multiplication", ACM TOMS 34(3),
 // 2008): b in panels of NR columns, each k-group of 4 rows stored as NR dwords (column c's 4 bytes
@@ -246,6 +247,8 @@ void portable(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t k
 
 bool int8_path_available(CpuPath p) {
   switch (p) {
+    case CpuPath::amx:  // pack_b (AVX-512) and the tiles; every AMX CPU so far has both
+      return int8_path_available(CpuPath::avx512) && detail::amx_int8_available();
     case CpuPath::avx512:
       return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
     case CpuPath::avx:
@@ -258,7 +261,8 @@ bool int8_path_available(CpuPath p) {
 }
 
 CpuPath int8_path() {
-  static const CpuPath best = detail::best_path(int8_path_available, {CpuPath::avx512, CpuPath::avx, CpuPath::avx2});
+  static const CpuPath best =
+      detail::best_path(int8_path_available, {CpuPath::amx, CpuPath::avx512, CpuPath::avx, CpuPath::avx2});
   return best;
 }
 
@@ -272,6 +276,7 @@ void gemm_s8s8s32_cpu(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, i
   if (m == 0 || n == 0) return;
   if (path == CpuPath::portable) return portable(a, b, c, m, k, n);
   if (path == CpuPath::avx512) return detail::gemm_s8s8s32_avx512(a, b, c, m, k, n);  // cpu_gemm_int8_avx512.cpp
+  if (path == CpuPath::amx) return detail::gemm_s8s8s32_amx(a, b, c, m, k, n);  // cpu_gemm_int8_amx.cpp
   const bool i16 = path == CpuPath::avx2;
   run_packed(pack(a, b, m, k, n, 16, i16), c, m, n, i16 ? kernel_avx2 : kernel_avx);
 }
@@ -281,6 +286,7 @@ void gemm_s8s8s32_cpu(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, i
 const char* ladder::precision::cpu_path_name(CpuPath p) {
   switch (p) {
     case CpuPath::automatic: return "automatic";
+    case CpuPath::amx: return "amx";
     case CpuPath::avx512: return "avx512";
     case CpuPath::avx: return "avx";
     case CpuPath::avx2: return "avx2";

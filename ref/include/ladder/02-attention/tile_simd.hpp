@@ -18,9 +18,9 @@
 // change the speed, not the bits (tests/02-attention/test_tile_simd.cpp runs every path on the same tiles).
 //
 // Paths: avx512 (AVX-512F), avx2 (AVX2 + FMA), portable (scalar std::fma: correct anywhere, slow without
-// hardware FMA). The widest one the CPU has runs, capped by LADDER_CPU_PATH (avx512 | avx | avx2 | portable,
-// as for stage 07's GEMMs; avx caps at avx2 here) or by set_path_cap() in tests. The vector paths are
-// compiled with GCC's target attribute, so they exist whatever -march the build uses.
+// hardware FMA). The widest one the CPU has runs, capped by LADDER_CPU_PATH (amx | avx512 | avx | avx2 |
+// portable, as for stage 07's GEMMs; amx caps at avx512 here, avx at avx2) or by set_path_cap() in tests. The
+// vector paths are compiled with GCC's target attribute, so they exist whatever -march the build uses.
 #pragma once
 #include <atomic>
 #include <cmath>
@@ -76,10 +76,10 @@ inline Path widest() {
 inline int parse_cap(const char* env) {
   if (!env || !*env) return 2;
   const std::string s = env;
-  if (s == "avx512") return 2;
+  if (s == "amx" || s == "avx512") return 2;
   if (s == "avx" || s == "avx2") return 1;
   if (s == "portable") return 0;
-  throw Error("LADDER_CPU_PATH = " + s + " is not one of avx512, avx, avx2, portable");
+  throw Error("LADDER_CPU_PATH = " + s + " is not one of amx, avx512, avx, avx2, portable");
 }
 
 inline int env_cap() {
