@@ -101,6 +101,8 @@ TEST_CASE("cpu_gemm int8: every path gives gemm_s8s8s32's int32 sums on awkward 
     CHECK(int8_path() == CpuPath::avx2);  // the cap: no VNNI path under LADDER_CPU_PATH=avx2
     CHECK(bf16_path() == CpuPath::avx2);
   }
+  if (env && std::string(env) == "avx512" && int8_path_available(CpuPath::avx512))
+    CHECK(int8_path() == CpuPath::avx512);  // the cap: no AMX path under LADDER_CPU_PATH=avx512
   for (const Dims s : kShapes) {
     const auto a = random_s8(static_cast<size_t>(s.m * s.k), 11), b = random_s8(static_cast<size_t>(s.k * s.n), 12);
     const auto want = int8_ref(a, b, s);

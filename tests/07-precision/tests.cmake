@@ -35,4 +35,7 @@ ladder_add_test(test_07_a8w8_mma_cuda
 if(TARGET test_07_precision)
   add_test(NAME test_07_precision.cpu_avx2 COMMAND test_07_precision --test-case=cpu_gemm*)
   set_tests_properties(test_07_precision.cpu_avx2 PROPERTIES ENVIRONMENT LADDER_CPU_PATH=avx2 LABELS unit)
+  # ... and capped below AMX (LADDER_CPU_PATH=avx512), as on an AVX-512 CPU without AMX.
+  add_test(NAME test_07_precision.cpu_avx512 COMMAND test_07_precision --test-case=cpu_gemm*)
+  set_tests_properties(test_07_precision.cpu_avx512 PROPERTIES ENVIRONMENT LADDER_CPU_PATH=avx512 LABELS unit)
 endif()
