@@ -8,14 +8,12 @@
 #include <doctest/doctest.h>
 #include <simt.hpp>
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <csignal>
 #include <string>
 
 #include "../../cuda/src/02-attention/attention_bf16.cuh"
 #include "../../cuda/src/02-attention/attention_bf16_pad.cuh"
+#include "fork_child.hpp"
 #include "test_attention_bf16.hpp"
 
 using namespace ladder::test::bf16;
@@ -82,38 +80,17 @@ TEST_CASE("planted: a wrong quad shuffle in the row max, the causal mask off by 
   CHECK(worst_ratio(plain, run(plain, &launch_bf16<64, Bf16Plant::quad_mask>)) > 1.0);
 }
 
-// The outcome of `body` run in a child process: its death signal (0: none), its exit code, what it printed.
-struct Child {
-  int signal = 0, code = -1;
-  std::string text;
-};
+using ladder::test::Child;
 
+// body() in a child process on one SIMT worker thread (the schedule is the process's, SIMT_SCHEDULE).
 template <class F>
 Child in_child(F body) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    signal(SIGABRT, SIG_DFL);  // not doctest's crash report: the parent reads the child's death
+  return ladder::test::in_child([&] {
     simt::Config one = simt::config();
     one.threads = 1;
     simt::set_config(one);
-    _exit(body());
-  }
-  close(fds[1]);
-  Child c;
-  char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) c.text.append(buf, size_t(n));
-  close(fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  if (WIFSIGNALED(status)) c.signal = WTERMSIG(status);
-  if (WIFEXITED(status)) c.code = WEXITSTATUS(status);
-  return c;
+    return body();
+  });
 }
 
 // A missing cp.async.wait_group: the SIMT layer keeps the destination poisoned until the wait, and an ldmatrix

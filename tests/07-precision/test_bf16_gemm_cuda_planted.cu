@@ -9,9 +9,6 @@
 // Skipped in the TSan build (the no_wait child would be a TSan process; the other two are not races).
 #include <doctest/doctest.h>
 #include <simt.hpp>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <csignal>
 #include <cstring>
@@ -21,6 +18,7 @@
 
 #include "../../cuda/src/07-precision/bf16_gemm.cuh"
 #include "bf16_gemm_check.hpp"
+#include "fork_child.hpp"
 #include "ladder/cuda/device.hpp"
 
 #if !defined(SIMT_TSAN)
@@ -51,32 +49,6 @@ Run run(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
   return r;
 }
 
-// Runs the no_wait kernel in a forked child (SIMT aborts the process); returns its signal and stderr.
-std::pair<int, std::string> run_no_wait_child(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    const rlimit no_core{0, 0};  // an expected abort leaves no core file
-    setrlimit(RLIMIT_CORE, &no_core);
-    std::signal(SIGABRT, SIG_DFL);  // the abort ends the child; doctest's crash report is the parent's business
-    run<Plant::no_wait>(a, b);
-    _exit(0);  // not reached when SIMT catches the read
-  }
-  close(fds[1]);
-  std::string out;
-  char buffer[4096];
-  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return {WIFSIGNALED(status) ? WTERMSIG(status) : 0, out};
-}
 
 }  // namespace
 
@@ -97,10 +69,13 @@ TEST_CASE("planted bugs: the bf16 GEMM with an ldmatrix row off by one, a store 
     CHECK(ladder::test_bf16::judge(a, b, row.c, M, N, K).outside > 0);
     const Run mask = run<Plant::store_mask>(a, b);
     CHECK_FALSE(mask.guard_kept);
-    const auto [sig, text] = run_no_wait_child(a, b);
-    INFO(text);
-    CHECK(sig == SIGABRT);
-    CHECK(text.find("is still copying") != std::string::npos);
+    const ladder::test::Child child = ladder::test::in_child([&] {  // SIMT stops the run: in a child
+      run<Plant::no_wait>(a, b);
+      return 0;  // not reached when SIMT catches the read
+    });
+    INFO(child.text);
+    CHECK(child.signal == SIGABRT);
+    CHECK(child.text.find("is still copying") != std::string::npos);
   }
   simt::set_config(saved);
 }
