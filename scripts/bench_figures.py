@@ -178,6 +178,10 @@ def precision(res, R):
             peer = peer["GOP/s"] if "GOP/s" in peer else None  # skipped: built without oneDNN
             R.append(record("07", f"{t} GEMM {shape}: ladder vs oneDNN {peer_name} matmul"
                             + ("" if peer else " (oneDNN missing)"), find(p, f"BM_{t}/{s}/0/")["GOP/s"], "GOP/s", peer, 0.8))
+            if t == "bf16" and "07_precision_noamx" in res:  # oneDNN ran AMX-BF16 above (scripts/bench-report)
+                q = medians(res["07_precision_noamx"])
+                R.append(record("07", f"bf16 GEMM {shape}: ladder vs oneDNN bf16 matmul held to AVX512_BF16",
+                                find(q, f"BM_bf16/{s}/0/")["GOP/s"], "GOP/s", find(q, f"BM_bf16/{s}/1/")["GOP/s"], 0.8))
             avx2 = next((v for k, v in p.items() if k.startswith(f"BM_{t}/{s}/2/") and "GOP/s" in v), None)
             if avx2:  # the AVX2 path forced, as on a CPU without AVX-512 or VNNI (no target; no AVX2: skipped)
                 R.append(record("07", f"{t} GEMM {shape}: AVX2 path vs oneDNN", avx2["GOP/s"], "GOP/s", peer, None))

@@ -8,25 +8,35 @@
 //   1  expert_down  512 x 2048 x 7168  the same expert's down projection
 //   2  square       4096 x 4096 x 4096
 // BM_int8/<shape>/<0 ladder | 1 oneDNN | 2 ladder's avx2 path>, BM_bf16/<shape>/<impl>; counter GOP/s =
-// 2 m k n / time. Impl 0 runs the automatic path (the widest this CPU has), impl 2 the AVX2 one forced (what
-// a CPU without AVX-512 and VNNI runs; skipped where there is no AVX2). Both sides take row-major operands as
-// they are and pack inside the timed call, on all OpenMP threads. Before timing, each shape's int8 results
+// 2 m k n / time. Impl 0 runs the automatic
+// path (the widest this CPU has), impl 2 the AVX2 one forced (what a CPU without AVX-512 and VNNI runs; skipped
+// where there is no AVX2). Both sides take row-major operands as they are and pack inside the timed call, on all
+// OpenMP threads. Before timing, each shape's int8 results
 // are compared with oneDNN's (exact: they must be equal) and the bf16 ones within the float32 summation
 // bound, and the avx2 path's with the automatic path's (the same bits); a mismatch fails the benchmark. The
 // summary line per shape:
 //   precision <shape>: int8 ladder/oneDNN R (x GOP/s vs y); bf16 ...; int8 avx2/oneDNN R2 (...); bf16 avx2 ...
+// and how many of oneDNN's bf16 outputs differ in their bits from the contract's (ladder's):
+//   precision <shape>: bf16 oneDNN <impl> differs from the contract's bits in P % of outputs (within the bound)
+// On an AMX CPU oneDNN runs AMX-BF16, whose TDPBF16PS does not follow the contract (VDPBF16PS's arithmetic; chapter
+// 07 §10): scripts/bench-report then runs the bf16 benchmarks a second time under DNNL_MAX_CPU_ISA=AVX512_CORE_BF16
+// (oneDNN reads it once per process), for the peer of the same instructions; the peer line names the variable.
+// There, too, a line `precision amx_bf16: ...` says how TDPBF16PS's sums differ from the contract
+// (amx_bf16_probe.hpp).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "../onednn_peer.hpp"
+#include "amx_bf16_probe.hpp"
 #include "ladder/07-precision/cpu_gemm.hpp"
 #include "ladder/core/formats.hpp"
 #include "ladder/core/rng.hpp"
@@ -74,6 +84,7 @@ void rate(benchmark::State& st, const Dims& d) {
 // ladder's result against oneDNN's on the shape (once per shape and type): int8 exactly, bf16 within
 // gamma_k(2^-24) sum |a b| over a sample of outputs (both are float32 chains of exact products).
 std::map<std::pair<int, bool>, std::string> g_checked;
+std::map<std::string, std::string> g_bits;  // "<shape>/<impl>" -> the share of bf16 outputs whose bits differ
 std::string cross_check(int s, bool int8, OnednnMatmul& mm) {
   auto key = std::make_pair(s, int8);
   if (g_checked.count(key)) return g_checked[key];
@@ -104,6 +115,12 @@ std::string cross_check(int s, bool int8, OnednnMatmul& mm) {
           break;
         }
       }
+    size_t differ = 0;
+    for (size_t at = 0; at < peer.size(); ++at)
+      differ += std::bit_cast<uint32_t>(peer[at]) != std::bit_cast<uint32_t>(o.cf[at]);
+    if (err.empty())
+      g_bits[fmt::format("{}/{}", d.name, mm.impl())] =
+          fmt::format("{:.1f}", 100.0 * double(differ) / double(peer.size()));
   }
   return g_checked[key] = err;
 }
@@ -174,7 +191,7 @@ void BM_bf16(benchmark::State& st) {
   const int s = int(st.range(0));
   const Dims d = kDims[s];
   Operands& o = operands(s);
-  if (st.range(1) != 1) {
+  if (st.range(1) == 0 || st.range(1) == 2) {
     const bool avx2 = st.range(1) == 2;
     if (avx2 && !precision::bf16_path_available(precision::CpuPath::avx2)) return st.SkipWithError("no AVX2");
     if (const std::string e = avx2 ? avx2_check(s, false) : ""; !e.empty()) return st.SkipWithError(e.c_str());
@@ -220,7 +237,11 @@ class Summary : public benchmark::ConsoleReporter {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    fmt::print("precision peer: {}\n", OnednnMatmul::version());
+    const char* cap = std::getenv("DNNL_MAX_CPU_ISA");
+    fmt::print("precision peer: {}{}\n", OnednnMatmul::version(),
+               cap ? fmt::format(" (DNNL_MAX_CPU_ISA={})", cap) : std::string());
+    if (const std::string probe = bench::amx_bf16_probe(); !probe.empty())  // AMX-BF16 CPUs: chapter 07 §10
+      fmt::print("precision amx_bf16: {}\n", probe);
     for (int s = 0; s < 3; ++s) {
       std::string line = fmt::format("precision {}:", kDims[s].name);
       for (int impl : {0, 2})
@@ -230,6 +251,10 @@ class Summary : public benchmark::ConsoleReporter {
                               peer > 0 ? fmt::format("{:.2f}", ours / peer) : std::string("- (no peer)"), ours, peer);
         }
       fmt::print("{}\n", line);
+      for (const auto& [k, v] : g_bits)
+        if (k.starts_with(std::string(kDims[s].name) + "/"))
+          fmt::print("precision {}: bf16 oneDNN {} differs from the contract's bits in {} % of outputs (within the "
+                     "bound)\n", kDims[s].name, k.substr(k.find('/') + 1), v);
     }
   }
 
