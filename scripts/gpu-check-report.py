@@ -116,6 +116,10 @@ def main(work):
     targets = issue_targets(bench, peers)
 
     meta = {
+        # The bundle's record of the source (scripts/gpu-bundle, made where the checkout's git is current) and
+        # the device copy's own HEAD, which may be stale there.
+        "source": read(os.path.join(work, "source.txt")).strip() if os.path.exists(os.path.join(work, "source.txt"))
+        else "no SOURCE.txt in the bundle",
         "commit": first_line(["git", "-C", root, "rev-parse", "--short", "HEAD"]),
         "nvcc": first_line(["sh", "-c", "nvcc --version | grep release"]),
         "cmake": "cmake " + first_line(["sh", "-c", "cmake --version | head -n 1 | cut -d' ' -f3"]),
@@ -131,7 +135,8 @@ def main(work):
     failed = [s["step"] for s in steps if s["status"] == "fail"]
     verdict = "PASS" if passed else "FAIL" + (f" (failed: {', '.join(failed)})" if failed else " (steps missing)")
     md = ["# gpu-check report", "", f"Result: **{verdict}**", ""]
-    md += [f"- commit {meta['commit']}; {meta['nvcc']}; {meta['cmake']}"]
+    md += [f"- source (from the bundle): {meta['source']}",
+           f"- the device copy's git HEAD {meta['commit']}; {meta['nvcc']}; {meta['cmake']}"]
     md += [f"- {line}" for line in (meta["device"] or "device: not probed").splitlines()]
     md += ["", "| step | status | s | log |", "|---|---|---|---|"]
     md += [f"| {s['step']} | {s['status']} | {s['seconds']} | {s['detail']} |" for s in steps]
