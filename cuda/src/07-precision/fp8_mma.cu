@@ -53,7 +53,8 @@ void launch_fp8_transpose(const uint8_t* wq, int K, int N, int kp, uint8_t* wt) 
 
 void launch_fp8_mma(const uint8_t* a, const uint8_t* wt, const float* xs, const float* ws, int M, int K, int N, int nc,
                     float* y) {
-  const dim3 grid(static_cast<unsigned>((N + kF8Tile - 1) / kF8Tile), static_cast<unsigned>((M + kF8Tile - 1) / kF8Tile));
+  const dim3 grid(static_cast<unsigned>((N + kF8Tile - 1) / kF8Tile),
+                  static_cast<unsigned>((M + kF8Tile - 1) / kF8Tile));
   simt::launch(fp8_mma_kernel<F8Plant::none>, grid, dim3(kF8Threads), 0, a, wt, xs, ws, M, N, K, nc, y);
 }
 

@@ -77,7 +77,9 @@ enum class F8Plant { none, a_lane, neighbour, no_reset, no_wait };
 
 // Byte offset of chunk `chunk` (bytes 16 chunk .. + 15) of row `row` in a [128][64] slice, swizzled as the int8
 // kernel's (a8w8_mma.cuh): the 8 rows of an ldmatrix phase hit 8 different 16-byte bank groups.
-__device__ __forceinline__ int f8_swizzle(int row, int chunk) { return row * kF8Step + ((chunk ^ ((row >> 1) & 3)) << 4); }
+__device__ __forceinline__ int f8_swizzle(int row, int chunk) {
+  return row * kF8Step + ((chunk ^ ((row >> 1) & 3)) << 4);
+}
 
 // cp.async of one step's slice: rows row0 .. row0 + 127 of g [rows, K], k0 .. k0 + 63; rows past `rows` and
 // chunks past K zero-filled (the source address is then g itself, never read).
@@ -128,7 +130,8 @@ __device__ __forceinline__ void f8_mma(float (&part)[kF8Mi][kF8Ni][4], const uns
 // row wm + 16 i + lane / 4 + 8 e2; rows past M have part = 0 and take scale 0).
 template <F8Plant P>
 __device__ __forceinline__ void f8_promote(float (&acc)[kF8Mi][kF8Ni][4], float (&part)[kF8Mi][kF8Ni][4],
-                                           const float* xs, const float* ws, int row0, int M, int kb, int kbs, int nbs) {
+                                           const float* xs, const float* ws, int row0, int M, int kb, int kbs,
+                                           int nbs) {
   const int wkb = P == F8Plant::neighbour ? (kb + 1) % kbs : kb;
   const float w = ws[static_cast<int64_t>(wkb) * nbs + blockIdx.x];
   LADDER_F8_UNROLL

@@ -158,7 +158,8 @@ void launch_quantize_e4m3_128x128(const float* w, int rows, int cols, uint8_t* q
 }
 
 void launch_quantize_e4m3_static(const float* x, int rows, int cols, float s, uint8_t* q, float* scales) {
-  const int64_t n = static_cast<int64_t>(rows) * cols, t = static_cast<int64_t>(rows) * ((cols + kE4m3Tile - 1) / kE4m3Tile);
+  const int64_t n = static_cast<int64_t>(rows) * cols;
+  const int64_t t = static_cast<int64_t>(rows) * ((cols + kE4m3Tile - 1) / kE4m3Tile);  // the tiles' scales
   simt::launch(quantize_e4m3_static_kernel, dim3(elem_blocks(n)), dim3(kElemThreads), 0, x, n, s, q, scales, t);
 }
 
