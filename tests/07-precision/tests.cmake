@@ -30,6 +30,14 @@ ladder_add_test(test_07_bf16_gemm_cuda
 ladder_add_test(test_07_a8w8_mma_cuda
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_a8w8_mma_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_a8w8_mma_cuda_planted.cu
   LIBS ladder_cuda ladder_core SIMT)
+# The FP8 block-scaled GEMM on tensor cores with promotion (cuda/src/07-precision/fp8_mma.cuh) and the E4M3 block /
+# static quantisers: codes and scales the reference's bits, y the 24-bit recipe's bits on the emulator and within
+# fp8_bound everywhere, the CUDA fp8_block rung on every fp8 golden case through the contract (every schedule, TSan,
+# the device in the GPU build); mistakes planted in the kernel (an A lane off by one, a neighbour's scale, no fragment
+# reset, no cp.async wait_group) each caught by the bound or by SIMT.
+ladder_add_test(test_07_fp8_mma_cuda
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fp8_mma_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_fp8_mma_cuda_planted.cu
+  LIBS ladder_cuda ladder_core SIMT)
 # The CPU GEMMs' automatic path capped to AVX2 (LADDER_CPU_PATH=avx2), as on a CPU without AVX-512 or VNNI.
 # Registered where test_07_precision is built (not in the TSan build, which builds only the SIMT tests).
 if(TARGET test_07_precision)

@@ -3,7 +3,10 @@
 // parameter, then cuda/src/07-precision/*.cu launch. The registry entry is in registry.cpp.
 #include <cstdint>
 
+#include <cmath>
+
 #include "ladder/07-precision/a8w8.hpp"
+#include "ladder/07-precision/fp8_block.hpp"
 #include "ladder/core/error.hpp"
 #include "ladder/cuda/device.hpp"
 #include "ladder/cuda/07-precision/precision.hpp"
@@ -38,6 +41,21 @@ void quantize_e4m3_1x128(const float* x, int64_t rows, int64_t cols, uint8_t* q,
   require((cols + kE4m3Tile - 1) / kE4m3Tile <= 65535,
           "cuda::precision::quantize_e4m3_1x128: cols = {} violates ceil(cols / 128) <= 65535 (grid y)", cols);
   if (rows > 0) detail::launch_quantize_e4m3_1x128(x, static_cast<int>(rows), static_cast<int>(cols), q, scales);
+}
+
+void quantize_e4m3_128x128(const float* w, int64_t rows, int64_t cols, uint8_t* q, float* scales) {
+  check_matrix("quantize_e4m3_128x128", rows, cols, !w || !q || !scales);
+  require((cols + kE4m3Tile - 1) / kE4m3Tile <= 65535 && (rows + kE4m3Tile - 1) / kE4m3Tile <= 65535,
+          "cuda::precision::quantize_e4m3_128x128: rows = {}, cols = {} violate ceil(rows / 128), ceil(cols / 128) "
+          "<= 65535 (the grid)", rows, cols);
+  if (rows > 0) detail::launch_quantize_e4m3_128x128(w, static_cast<int>(rows), static_cast<int>(cols), q, scales);
+}
+
+void quantize_e4m3_static(const float* x, int64_t rows, int64_t cols, float s, uint8_t* q, float* scales) {
+  check_matrix("quantize_e4m3_static", rows, cols, !x || !q || !scales);
+  require(std::isfinite(s) && s >= 0x1p-50f,
+          "cuda::precision::quantize_e4m3_static: s = {} violates finite s >= 2^-50 (fp8 recipe's x_scale)", s);
+  if (rows > 0) detail::launch_quantize_e4m3_static(x, static_cast<int>(rows), static_cast<int>(cols), s, q, scales);
 }
 
 void dequantize_per_token_int8(const int8_t* q, const float* scales, int64_t rows, int64_t cols, float* x) {
@@ -103,6 +121,33 @@ void a8w8_gemm_mma_nk(const int8_t* xq, const float* xs, const int8_t* wt, const
   require(reinterpret_cast<uintptr_t>(wt) % 16 == 0, "cuda::precision::a8w8_gemm_mma_nk: wt = {} violates 16-byte "
           "alignment (cp.async copies 16 bytes)", static_cast<const void*>(wt));
   detail::launch_a8w8_mma(xq, wt, xs, ws, static_cast<int>(M), static_cast<int>(K), static_cast<int>(N), acc, y);
+}
+
+void fp8_block_gemm(const uint8_t* xq, const float* xs, const uint8_t* wq, const float* ws, int64_t M, int64_t K,
+                    int64_t N, int64_t nc, float* y) {
+  require(K >= 1 && K <= ladder::precision::kFp8MaxK, "cuda::precision::fp8_block_gemm: K = {} violates 1 <= K <= {}",
+          K, ladder::precision::kFp8MaxK);
+  require(nc >= 1 && 128 % nc == 0, "cuda::precision::fp8_block_gemm: nc = {} violates nc >= 1 and 128 % nc == 0",
+          nc);
+  require(N >= 1 && N <= kIntMax, "cuda::precision::fp8_block_gemm: N = {} violates 1 <= N <= 2^31 - 1", N);
+  require(M >= 0 && (M + kFp8MmaTile - 1) / kFp8MmaTile <= 65535,
+          "cuda::precision::fp8_block_gemm: M = {} violates 0 <= M <= {} (grid y = ceil(M / {}) <= 65535)", M,
+          int64_t{65535} * kFp8MmaTile, kFp8MmaTile);
+  if (M == 0) return;
+  require(xq && xs && wq && ws && y, "cuda::precision::fp8_block_gemm: a null pointer with M = {}", M);
+  // Scratch, stream-ordered (ladder/cuda/device.hpp), 256-byte aligned, rows of kp % 16 == 0 bytes: every row
+  // 16-byte aligned, as cp.async wants. xq is used in place when it already is so.
+  const int64_t kp = (K + 15) / 16 * 16;
+  const int m = static_cast<int>(M), k = static_cast<int>(K), n = static_cast<int>(N), p = static_cast<int>(kp);
+  DeviceBuffer<uint8_t> wt(static_cast<size_t>(N) * static_cast<size_t>(kp));
+  detail::launch_fp8_transpose(wq, k, n, p, wt.data());
+  if (kp == K && reinterpret_cast<uintptr_t>(xq) % 16 == 0) {
+    detail::launch_fp8_mma(xq, wt.data(), xs, ws, m, p, n, static_cast<int>(nc), y);
+    return;
+  }
+  DeviceBuffer<uint8_t> a(static_cast<size_t>(M) * static_cast<size_t>(kp));
+  detail::launch_fp8_pad(xq, m, k, p, a.data());
+  detail::launch_fp8_mma(a.data(), wt.data(), xs, ws, m, p, n, static_cast<int>(nc), y);
 }
 
 void bf16_gemm(const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, float* c) {

@@ -10,6 +10,10 @@
 //   per channel (int8) one block of 32 x 8 threads per 32 columns: 8 threads walk down each column, their
 //                      maxima meet in shared memory behind one barrier.
 //   E4M3 1 x 128       one block of 128 threads per tile (row r, columns 128 b ..): one element per thread.
+//   E4M3 128 x 128     one block of 256 threads per weight block: thread t walks column t % 128 of the block,
+//                      rows t / 128, + 2, ...; the block max as above; then the same walk quantises.
+//   E4M3 static        elementwise q = RNE(x / s) with the caller's one scale (fp8_block's x_scale), and
+//                      every tile's scale set to s (fp8_quantize_x's layout).
 // The dequantisations are elementwise: x = code * scale, one float32 multiplication (as quant::dequantize).
 #include "ladder/core/formats.hpp"
 #include "ladder/cuda/07-precision/precision_kernels.hpp"
@@ -18,7 +22,8 @@
 namespace ladder::cuda::precision {
 namespace {
 
-static_assert(kRowThreads % 32 == 0 && kE4m3Tile % 32 == 0, "whole warps: the shuffles use a full mask");
+static_assert(kRowThreads % 32 == 0 && kE4m3Tile % 32 == 0 && kE4m3BlockThreads % kE4m3Tile == 0,
+              "whole warps: the shuffles use a full mask");
 static_assert(formats::kE4m3Max == 448.0f, "E4M3's largest finite value");
 
 // The max of v over the block's threads (blockDim.x = threads, whole warps); `partial` holds threads / 32
@@ -76,6 +81,36 @@ __global__ void quantize_e4m3_1x128_kernel(const float* x, int cols, uint8_t* q,
   if (c < cols) q[i] = formats::to_e4m3(v / s);
 }
 
+// grid (column blocks, row blocks): block (b, a) quantises w[128 a .., 128 b ..] (the last ones may be short);
+// scales [ceil(rows / 128), ceil(cols / 128)].
+__global__ void quantize_e4m3_128x128_kernel(const float* w, int rows, int cols, uint8_t* q, float* scales) {
+  __shared__ float partial[kE4m3BlockThreads / 32];
+  const int c = blockIdx.x * kE4m3Tile + threadIdx.x % kE4m3Tile, r0 = blockIdx.y * kE4m3Tile;
+  const int r1 = r0 + kE4m3Tile < rows ? r0 + kE4m3Tile : rows;
+  constexpr int kRowStep = kE4m3BlockThreads / kE4m3Tile;
+  float amax = 0.0f;
+  if (c < cols)
+    for (int r = r0 + threadIdx.x / kE4m3Tile; r < r1; r += kRowStep)
+      amax = fmaxf(amax, fabsf(w[static_cast<int64_t>(r) * cols + c]));
+  const float s = scale_of(block_max<kE4m3BlockThreads>(amax, partial), 448.0f);
+  if (threadIdx.x == 0) scales[static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x] = s;
+  if (c < cols)
+    for (int r = r0 + threadIdx.x / kE4m3Tile; r < r1; r += kRowStep) {
+      const int64_t i = static_cast<int64_t>(r) * cols + c;
+      q[i] = formats::to_e4m3(w[i] / s);
+    }
+}
+
+// q = RNE(x / s) for n elements, and scales[0 .. tiles) = s.
+__global__ void quantize_e4m3_static_kernel(const float* x, int64_t n, float s, uint8_t* q, float* scales,
+                                            int64_t tiles) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n || i < tiles;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (i < n) q[i] = formats::to_e4m3(x[i] / s);
+    if (i < tiles) scales[i] = s;
+  }
+}
+
 __global__ void dequantize_rows_int8_kernel(const int8_t* q, const float* scales, int64_t n, int cols, float* x) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -113,6 +148,19 @@ void launch_quantize_e4m3_1x128(const float* x, int rows, int cols, uint8_t* q, 
   simt::launch(quantize_e4m3_1x128_kernel,
                dim3(static_cast<unsigned>(rows), static_cast<unsigned>((cols + kE4m3Tile - 1) / kE4m3Tile)),
                dim3(kE4m3Tile), 0, x, cols, q, scales);
+}
+
+void launch_quantize_e4m3_128x128(const float* w, int rows, int cols, uint8_t* q, float* scales) {
+  simt::launch(quantize_e4m3_128x128_kernel,
+               dim3(static_cast<unsigned>((cols + kE4m3Tile - 1) / kE4m3Tile),
+                    static_cast<unsigned>((rows + kE4m3Tile - 1) / kE4m3Tile)),
+               dim3(kE4m3BlockThreads), 0, w, rows, cols, q, scales);
+}
+
+void launch_quantize_e4m3_static(const float* x, int rows, int cols, float s, uint8_t* q, float* scales) {
+  const int64_t n = static_cast<int64_t>(rows) * cols;
+  const int64_t t = static_cast<int64_t>(rows) * ((cols + kE4m3Tile - 1) / kE4m3Tile);  // the tiles' scales
+  simt::launch(quantize_e4m3_static_kernel, dim3(elem_blocks(n)), dim3(kElemThreads), 0, x, n, s, q, scales, t);
 }
 
 void launch_dequantize_rows_int8(const int8_t* q, const float* scales, int rows, int cols, float* x) {

@@ -2,7 +2,12 @@
 // A8W8 recipe on the device (precision::RecipeFns with its own run, float32 only): x quantised per token and
 // w per channel by the int8 quantise kernels, acc = xq wq through the __dp4a GEMM, y dequantised in its
 // epilogue. Its outputs are the reference rung's (xq, xs, acc, y), judged by the same contract: codes, scales
-// and acc exactly, y by the bound derived in ladder/07-precision/a8w8.hpp. Cost: the reference formula.
+// and acc exactly, y by the bound derived in ladder/07-precision/a8w8.hpp. And fp8_block, DeepSeek-V3's FP8
+// block-scaled GEMM (the reference rung's recipe, its params acc_bits, acc_round, nc, x_scale): x quantised to
+// E4M3 in 1 x 128 tiles (or with the static x_scale) and w in 128 x 128 blocks by the E4M3 quantise kernels, y
+// on the tensor cores (mma.sync m16n8k32 e4m3, promoted every nc; cuda/src/07-precision/fp8_mma.cuh); outputs
+// xq, xs exactly and y by fp8_bound (fp8_block.hpp), which covers the kernel's accumulation for every recipe:
+// fp8_mma.cuh says why. Cost: the reference formula.
 #include <cmath>
 
 #include "ladder/07-precision/recipe.hpp"
@@ -40,6 +45,41 @@ Tensors a8w8_rung(const ladder::precision::Recipe& r, const Mat<float>& x, const
   return Tensors{{"xq", to_npy(codes)}, {"xs", to_npy(scales)}, {"acc", to_npy(a)}, {"y", to_npy(out)}};
 }
 
+// The inputs' finiteness, as the reference's quant::quantize refuses NaN / inf naming the element.
+void require_finite(const char* rung, const Mat<float>& x, const Mat<float>& w) {
+  for (const Mat<float>* m : {&x, &w})
+    for (int64_t i = 0; i < m->size(); ++i)
+      require(std::isfinite(m->data()[i]), "cuda 07-precision/{}: input {} element {} = {} violates isfinite", rung,
+              m == &x ? "x" : "w", i, m->data()[i]);
+}
+
+Tensors fp8_block_rung(const ladder::precision::Recipe& r, const Mat<float>& x, const Mat<float>& w) {
+  require(r.name == "fp8_block", "cuda 07-precision/fp8_block: params.recipe = {} violates recipe == fp8_block",
+          r.name);
+  require(x.cols() == w.rows(), "cuda 07-precision/fp8_block: x.cols = {} violates x.cols == w.rows = {}", x.cols(),
+          w.rows());
+  require_finite("fp8_block", x, w);
+  ladder::precision::check_recipe(r.fp8);
+  const int64_t M = x.rows(), K = x.cols(), N = w.cols(), kb = (K + 127) / 128, nb = (N + 127) / 128;
+  const auto n = [](int64_t v) { return static_cast<size_t>(v); };
+  DeviceBuffer<float> dx(x.data(), n(M * K)), dw(w.data(), n(K * N)), xs(n(M * kb)), ws(n(kb * nb)), y(n(M * N));
+  DeviceBuffer<uint8_t> xq(n(M * K)), wq(n(K * N));
+  if (r.fp8.x_scale == 0)
+    precision::quantize_e4m3_1x128(dx.data(), M, K, xq.data(), xs.data());
+  else
+    precision::quantize_e4m3_static(dx.data(), M, K, r.fp8.x_scale, xq.data(), xs.data());
+  precision::quantize_e4m3_128x128(dw.data(), K, N, wq.data(), ws.data());
+  precision::fp8_block_gemm(xq.data(), xs.data(), wq.data(), ws.data(), M, K, N, r.fp8.nc, y.data());
+  sync();
+  Array<int32_t> codes({M, K});
+  Array<float> scales({M, kb}), out({M, N});
+  const std::vector<uint8_t> q = xq.to_host();
+  codes.data.assign(q.begin(), q.end());  // the E4M3 bits, 0..255, as the reference's codes_i32
+  scales.data = xs.to_host();
+  out.data = y.to_host();
+  return Tensors{{"xq", to_npy(codes)}, {"xs", to_npy(scales)}, {"y", to_npy(out)}};
+}
+
 Cost gemm_cost(const Shape& s) {  // s = {M, K, N}, as the reference rung's
   Cost c;
   if (s.size() == 3) {
@@ -59,6 +99,11 @@ void rungs_07_precision(Registry& r) {
          "(4 k per instruction, 16 x 16 tiles), y = acc * xs * ws in the epilogue",
          "cuda", ladder::precision::RecipeFns{"a8w8", &a8w8_rung}, &gemm_cost,
          "2 M K N integer ops; 1 byte per code read, 4 per output written"});
+  r.add({"07-precision", "fp8_block", "FP8 block-scaled GEMM on tensor cores with promotion (DeepSeek-V3)",
+         "E4M3 quantise kernels (1 x 128 tiles, 128 x 128 blocks, amax / 448), mma.sync m16n8k32 e4m3 into a zeroed "
+         "fp32 fragment per nc-chunk, promoted into fp32 registers with the two scales (DeepGEMM's scheme)",
+         "cuda", ladder::precision::RecipeFns{"fp8_block", &fp8_block_rung}, &gemm_cost,
+         "2 M K N flops; 1 byte per code read, 4 per output written"});
 }
 
 }  // namespace ladder::cuda

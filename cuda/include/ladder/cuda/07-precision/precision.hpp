@@ -20,6 +20,11 @@ void quantize_per_token_int8(const float* x, int64_t rows, int64_t cols, int8_t*
 void quantize_per_channel_int8(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales);
 // x [rows, cols] -> E4M3 bit patterns, scales [rows, ceil(cols / 128)]: quant::tiles_1x128 (amax / 448).
 void quantize_e4m3_1x128(const float* x, int64_t rows, int64_t cols, uint8_t* q, float* scales);
+// w [rows, cols] -> E4M3 bit patterns, scales [ceil(rows / 128), ceil(cols / 128)]: quant::blocks_128x128.
+void quantize_e4m3_128x128(const float* w, int64_t rows, int64_t cols, uint8_t* q, float* scales);
+// x [rows, cols] -> E4M3 bit patterns RNE(x / s) (saturating) with one static scale s (finite, >= 2^-50), and
+// scales [rows, ceil(cols / 128)] all s: fp8_block's x_scale (precision::fp8_quantize_x).
+void quantize_e4m3_static(const float* x, int64_t rows, int64_t cols, float s, uint8_t* q, float* scales);
 // The dequantisations (quant::dequantize): x = code * its scale, one float32 rounding.
 void dequantize_per_token_int8(const int8_t* q, const float* scales, int64_t rows, int64_t cols, float* x);
 void dequantize_e4m3_1x128(const uint8_t* q, const float* scales, int64_t rows, int64_t cols, float* x);
@@ -42,5 +47,14 @@ void a8w8_gemm_mma_nk(const int8_t* xq, const float* xs, const int8_t* wt, const
 // Not the reference's bits: each mma's internal order is the hardware's, so the result is judged by a bound.
 // K % 8 == 0 (rows of whole 16-byte cp.async chunks) and a, b 16-byte aligned are required.
 void bf16_gemm(const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, float* c);
+// DeepSeek-V3's FP8 block-scaled GEMM on the tensor cores (mma.sync m16n8k32 e4m3 -> f32, promotion every nc
+// elements; cuda/src/07-precision/fp8_mma.cuh): xq [M, K] E4M3 codes with xs [M, ceil(K / 128)] (1 x 128 tiles),
+// wq [K, N] codes with ws [ceil(K / 128), ceil(N / 128)] (128 x 128 blocks), y [M, N] float32. Not the
+// reference's bits in general: judged by precision::fp8_bound for any recipe with this nc (on the emulator, the
+// bits of the recipe with acc_bits = 24, RNE). wq is copied to [N, K'] and, when K % 16 != 0, xq to [M, K'] (K'
+// = K rounded up to 16, zero codes after K) in per-call scratch. nc divides 128; 1 <= K <= 2^20; on a GPU,
+// sm_89 or newer (the kernel traps on older devices).
+void fp8_block_gemm(const uint8_t* xq, const float* xs, const uint8_t* wq, const float* ws, int64_t M, int64_t K,
+                    int64_t N, int64_t nc, float* y);
 
 }  // namespace ladder::cuda::precision
