@@ -27,8 +27,9 @@
 //             recipe divides once, so Lk - 1 + Tk + 2 <= L + 2T roundings per term: inside gamma_acc.
 //   lse       ln 2 (m' + log2f(l)) in double, rounded once to float: the recipe's final rounding u |lse'|; log2f's
 //             1 ulp (CUDA; glibc's less) is 2 u |ln l| <= the bound's eps_exp (log L + 1); the double steps add
-//             <= 3 2^-53 |lse'|, below the 2 u the kernel leaves of gl's budget while |lse'| < 2^29, which the
-//             check |scores| <= 2^20 below ensures (|lse| <= max |s| + log Lk).
+//             <= 3 2^-53 |lse'|, below the 2 u the kernel leaves of gl's budget while |lse'| < 2^28, which the
+//             check sigma max |q_i| |k_j| <= 2^20 below ensures (|lse| <= max |s| + log Lk, and the score errors D
+//             are below 2^-6 sigma max |q_i| |k_j|).
 // The bound is proved for this arithmetic, i.e. for the SIMT build. On a GPU the mma's internal accumulation is
 // not documented (cuda/simt/README.md: the SIMT bits are not the GPU bits; measurements of V100 / A100 tensor cores
 // report truncated fp32 additions): there a pass is evidence, not proof.
