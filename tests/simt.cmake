@@ -5,7 +5,8 @@
 set(SIMT_TEST_KERNELS
     ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_primitives.cu
     ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_planted.cu
-    ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_diagnostics.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_diagnostics.cu
+    ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_shared.cu)
 # Tensor cores (cuda/simt/tensor_core.hpp): the E4M3 mma needs sm_89, so nvcc compiles these for it too.
 set(SIMT_MMA_KERNELS ${CMAKE_CURRENT_LIST_DIR}/simt/kernels_mma.cu)
 ladder_add_test(test_simt SIMT
@@ -15,6 +16,7 @@ ladder_add_test(test_simt SIMT
           ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_primitives.cpp
           ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_detection.cpp
           ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_mma.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/simt/test_simt_shared.cpp
   LIBS ladder_simt)
 # What the PTX ISA defines of the tensor-core operations (fragments, ldmatrix, mma arithmetic, cp.async after
 # its waits): on the emulator here, and on the device in the native GPU build (DEVICE), where it also

@@ -8,7 +8,8 @@
 // g++:  every CUDA thread is a fiber, blocks are spread over OS workers, and a launch returns when
 //       the grid has finished. Supported: threadIdx/blockIdx/blockDim/gridDim/warpSize, __shared__,
 //       __syncthreads, __syncwarp, __shfl(_up/_down/_xor)_sync, __ballot/__any/__all_sync, atomics,
-//       the common math intrinsics, __dp4a; tensor_core.hpp adds ldmatrix, mma.sync and cp.async. Breaking a
+//       the common math intrinsics, __dp4a, cudaFuncSetAttribute's dynamic shared memory opt-in above 48 KiB (an
+//       sm_80's 166912 bytes at most); tensor_core.hpp adds ldmatrix, mma.sync and cp.async. Breaking a
 //       CUDA rule aborts with "simt: error: ... file:line".
 //       Options: SIMT_SCHEDULE=forward|reverse|random[:SEED], SIMT_THREADS=N, SIMT_STACK_KB=N, or
 //       simt::set_config(). Build with -DSIMT_TSAN -fsanitize=thread for the TSan mode.

@@ -108,4 +108,12 @@ with tempfile.TemporaryDirectory() as tmp:
                ["check", "07-precision", d, path, "--output", "o"], rc, "FAIL" if rc else "PASS (bound rule)")
     expect("reproduce prints rung (f)'s table over L", ["reproduce", "07-precision", "--quick", "--out", tmp], 0,
            "bf16 tiled attention, float32 accumulation")
+    # The CUDA rung (stage 02's tiled_bf16 under SIMT): listed, run on each case, its o and lse pass the judge.
+    expect("list names the CUDA attn_bf16 rung", ["list"], 0, "07-precision cuda     attn_bf16")
+    for case in ["attn_bf16_k1024", "attn_bf16_ptrunc", "attn_bf16_q5_k113"]:
+        d, out = j(GOLDEN, case), j(tmp, f"cuda_{case}")
+        expect(f"{case}: ladder run --backend cuda attn_bf16", ["run", "07-precision", "attn_bf16", "--backend", "cuda",
+                                                                "--case", d, "--out", out], 0, "")
+        expect(f"{case}: the CUDA rung's o and lse pass", ["check", "07-precision", d, out, "--output", "o,lse"], 0,
+               "PASS (bound rule)")
 sys.exit(checks.exit_code())

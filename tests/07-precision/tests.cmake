@@ -18,6 +18,12 @@ endif()
 ladder_add_test(test_07_precision_cuda
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_precision_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_precision_cuda_planted.cu
   LIBS ladder_cuda ladder_core SIMT)
+# The CUDA attn_bf16 rung (stage 02's tiled_bf16 on the bf16 attention recipe) on every attn_bf16 golden through the
+# contract, the params it cannot honour refused; planted candidates rejected: the padded head dim's softmax scale, and
+# P truncated in the kernel itself (Bf16Plant::p_truncate, on attn_bf16_ptrunc).
+ladder_add_test(test_07_attn_bf16_cuda
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attn_bf16_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_attn_bf16_cuda_planted.cu
+  LIBS ladder_cuda ladder_core SIMT)
 # The bf16 tensor-core GEMM (cuda/src/07-precision/bf16_gemm.cuh) against the fp64 oracle within its derived bound,
 # the same way (every schedule, TSan, and on the device in the GPU build); mistakes planted in the kernel itself (an
 # ldmatrix row off by one, a store mask off by one, no cp.async wait_group) each caught.

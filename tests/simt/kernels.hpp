@@ -4,10 +4,17 @@
 // outputs back and returns them. The .cu files build with g++ (kernels run on the CPU, in the test)
 // and with nvcc for sm_80/sm_90 (compile-only check that the same kernels are valid CUDA).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace simt_tests {
+
+// ---- dynamic shared memory above 48 KiB (kernels_shared.cu): one block of 256 threads fills `bytes` of dynamic
+// shared memory with word indices and returns their sum, words (words - 1) / 2. plain: a kernel that never opts
+// in; optin: its twin, after cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin).
+unsigned long long shared_sum_plain(std::size_t bytes);
+unsigned long long shared_sum_optin(std::size_t bytes, int optin);
 
 // ---- primitives (kernels_primitives.cu)
 

@@ -5,7 +5,9 @@
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <concepts>
 #include <cstddef>
+#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -16,6 +18,7 @@
 
 #include "block.hpp"
 #include "config.hpp"
+#include "func_attributes.hpp"
 #include "lang.hpp"
 #include "scheduler.hpp"
 #include "tsan.hpp"
@@ -23,14 +26,22 @@
 namespace simt {
 namespace detail {
 
-// The device's default limit without cudaFuncSetAttribute, which simt::launch does not call on the
-// GPU either: a launch that passes here also launches there.
-inline constexpr std::size_t max_dynamic_shared_bytes = 48 * 1024;
-
 inline std::string text(dim3 d) { return cat("(", d.x, ",", d.y, ",", d.z, ")"); }
 
-// Host-side errors throw, naming the parameter, its value and the constraint.
-inline void check_launch(dim3 grid, dim3 block, std::size_t shared_bytes) {
+// The grid argument of simt::launch, with where the launch is (for the errors that name the kernel): anything
+// that converts to dim3, as `kernel<<<grid, ...>>>` takes.
+struct LaunchGrid {
+  dim3 grid;
+  std::source_location at;
+  template <class G>
+    requires std::convertible_to<G, dim3>
+  LaunchGrid(G g, std::source_location where = std::source_location::current()) : grid(dim3(g)), at(where) {}
+};
+
+// Host-side errors throw, naming the parameter, its value and the constraint. max_shared: the kernel's dynamic
+// shared memory limit (48 KiB, or what cudaFuncSetAttribute set: func_attributes.hpp); `kernel`: its name.
+inline void check_launch(dim3 grid, dim3 block, std::size_t shared_bytes, SharedLimit max_shared = {},
+                         const std::string& kernel = "") {
   auto require = [](bool ok, const auto&... what) {
     if (!ok) throw std::invalid_argument(cat("simt::launch: ", what...));
   };
@@ -42,13 +53,17 @@ inline void check_launch(dim3 grid, dim3 block, std::size_t shared_bytes) {
   require(grid.x >= 1 && grid.y >= 1 && grid.z >= 1, "grid = ", text(grid), " violates x, y, z >= 1");
   require(grid.x <= 2147483647u && grid.y <= 65535 && grid.z <= 65535,
           "grid = ", text(grid), " violates x <= 2^31-1, y <= 65535, z <= 65535");
-  require(shared_bytes <= max_dynamic_shared_bytes, "smem = ", shared_bytes, " bytes violates smem <= ",
-          max_dynamic_shared_bytes);
+  require(shared_bytes <= max_shared.bytes, "smem = ", shared_bytes, " bytes violates smem <= ", max_shared.bytes,
+          max_shared.opted_in ? " (the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize)"
+                   : cat(" (without the opt-in; up to ", optin_dynamic_shared_bytes, " on the emulated ", emulated_arch,
+                         " after cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))"),
+          kernel.empty() ? "" : " for ", kernel);
 }
 
-inline void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel) {
+inline void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, SharedLimit max_shared,
+                     const std::string& kernel_name) {
   if (running_block) fail("simt::launch called inside a kernel (dynamic parallelism is not emulated)");
-  check_launch(grid, block, shared_bytes);
+  check_launch(grid, block, shared_bytes, max_shared, kernel_name);
   const Config config = simt::config();
   const long blocks = 1L * grid.x * grid.y * grid.z;
   const long hardware = std::max(1u, std::thread::hardware_concurrency());
@@ -79,8 +94,9 @@ inline void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel ker
 // launch(kernel, grid, block, smem, args...) == kernel<<<grid, block, smem>>>(args...) + synchronize.
 // The arguments are converted to the kernel's parameter types once, like kernel parameters; every
 // CUDA thread then receives its own copies.
+// Above 48 KiB of dynamic shared memory the kernel must opt in first, as on a GPU (func_attributes.hpp).
 template <class... P, class... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... args) {
+void launch(void (*kernel)(P...), detail::LaunchGrid grid, dim3 block, std::size_t smem, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "simt::launch: the kernel takes a different number of arguments");
   struct Call {
     void (*kernel)(P...);
@@ -92,7 +108,9 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&..
                               std::apply(k.kernel, k.args);
                             },
                             &call};
-  detail::run_grid(grid, block, smem, body);
+  const detail::SharedLimit max_shared = detail::max_dynamic_shared_bytes(reinterpret_cast<const void*>(kernel));
+  detail::run_grid(grid.grid, block, smem, body, max_shared,
+                   smem > max_shared.bytes ? detail::kernel_text(kernel, "launched", grid.at) : std::string());
 }
 
 }  // namespace simt

@@ -1,4 +1,4 @@
-// cuda/src/07-precision/registry.cpp -- the stage-07 CUDA rung in the registry (backend "cuda"): a8w8, the
+// cuda/src/07-precision/registry.cpp -- the stage-07 CUDA rungs in the registry (backend "cuda"): a8w8, the
 // A8W8 recipe on the device (precision::RecipeFns with its own run, float32 only): x quantised per token and
 // w per channel by the int8 quantise kernels, acc = xq wq through the __dp4a GEMM, y dequantised in its
 // epilogue. Its outputs are the reference rung's (xq, xs, acc, y), judged by the same contract: codes, scales
@@ -8,10 +8,13 @@
 // on the tensor cores (mma.sync m16n8k32 e4m3, promoted every nc; cuda/src/07-precision/fp8_mma.cuh); outputs
 // xq, xs exactly and y by fp8_bound (fp8_block.hpp), which covers the kernel's accumulation for every recipe:
 // fp8_mma.cuh says why. Cost: the reference formula.
+// attn_bf16: the bf16 attention recipe run by stage 02's tensor-core forward tiled_bf16 (attn_bf16_rung.cpp says
+// why its arithmetic is inside the recipe's bound), judged as the reference rung: o and lse by that bound.
 #include <cmath>
 
 #include "ladder/07-precision/recipe.hpp"
 #include "ladder/core/registry.hpp"
+#include "ladder/cuda/07-precision/attn_bf16.hpp"
 #include "ladder/cuda/07-precision/precision.hpp"
 #include "ladder/cuda/device.hpp"
 
@@ -90,6 +93,17 @@ Cost gemm_cost(const Shape& s) {  // s = {M, K, N}, as the reference rung's
   return c;
 }
 
+// Rungs (e), (f): s = {rows, L, n, dv}, as the reference rung's.
+Cost attn_cost(const Shape& s) {
+  Cost c;
+  if (s.size() == 4) {
+    c.flops = 2.0 * static_cast<double>(s[0] * s[1] * (s[2] + s[3]));
+    c.bytes_read = static_cast<double>(s[1] * s[2]);
+    c.bytes_written = 4.0 * static_cast<double>(s[0] * s[3]);
+  }
+  return c;
+}
+
 }  // namespace
 
 // Called by the list CMake generates from the folders cuda/src/NN-stage/ (cuda/CMakeLists.txt).
@@ -104,6 +118,11 @@ void rungs_07_precision(Registry& r) {
          "fp32 fragment per nc-chunk, promoted into fp32 registers with the two scales (DeepGEMM's scheme)",
          "cuda", ladder::precision::RecipeFns{"fp8_block", &fp8_block_rung}, &gemm_cost,
          "2 M K N flops; 1 byte per code read, 4 per output written"});
+  r.add({"07-precision", "attn_bf16", "bf16 attention forward on tensor cores (stage 02's tiled_bf16, FA2's order)",
+         "Q, K, V bf16 RNE, mma.sync m16n8k16 bf16 -> fp32 for S and P V, online softmax over tiles of 64 keys "
+         "(bc with more keys per tile refused), P rounded to bf16 before P V; head dims padded to 64 or 128",
+         "cuda", ladder::precision::RecipeFns{"attn_bf16", nullptr, &precision::attn_bf16_rung}, &attn_cost,
+         "2 Lq Lk (d + dv) flops; 2 bytes per value read"});
 }
 
 }  // namespace ladder::cuda

@@ -137,6 +137,10 @@ Contract contract_07_precision() {
     const auto& f = rung.fn<precision::RecipeFns>();
     require(f.recipe == r.name, "07-precision: rung {} computes recipe {}, the case's params.recipe is {}", rung.id,
             f.recipe, r.name);
+    if ((r.kv() || r.attn()) && f.run_attn) {  // a CUDA rung: float32 kernels
+      require(dtype == DType::F4, "07-precision: rung {} has no float64 function (a float32 kernel)", rung.key());
+      return f.run_attn(r, in);
+    }
     if (r.kv() || r.attn()) return precision::run_attn_recipe(r, in);
     if (r.moe()) return precision::run_moe_recipe(r, moe_operands(in));
     const Operands op = operands(in);

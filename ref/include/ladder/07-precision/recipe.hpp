@@ -193,8 +193,11 @@ namespace ladder::precision {
 // The function a registry rung stores: the recipe it computes (run_rung refuses a case of another) and, for a
 // rung of another backend (the CUDA a8w8, cuda/src/07-precision/registry.cpp), its own float32 run of a GEMM
 // recipe on x [M, K], w [K, N] with the outputs run_recipe defines; null = the reference recipe (run_recipe).
+// run_attn: the same for the attention recipes (the CUDA attn_bf16): the case's inputs -> the outputs
+// run_attn_recipe defines (attn_recipes.hpp); null = the reference.
 struct RecipeFns {
   std::string recipe;
   Tensors (*run)(const Recipe&, const Mat<float>& x, const Mat<float>& w) = nullptr;
+  Tensors (*run_attn)(const Recipe&, const Tensors& in) = nullptr;
 };
 }  // namespace ladder::precision

@@ -33,7 +33,7 @@
 //         straight into the mma, never through shared memory. V_j is stored key-major, the B operand
 //         wants pairs of keys per register: ldmatrix.x4.trans gives two d n-tiles of one k16 step.
 //   O     fp32 in registers, d / 8 n-tiles (64 registers at d = 128), rescaled by alpha = exp2(m'_old - m')
-//         per tile, divided by l at the end; L = ln 2 * (m' + log2 l).
+//         per tile, divided by l at the end; L = ln 2 * (m' + log2 l), evaluated in double and rounded once.
 // Masks: causal tiles past the block's last row's last key are not visited; a tile that holds a key some
 // row of the block may not see (causal diagonal, or the tail past Nk) gets s' = -inf there. K, V rows past
 // Nk and Q rows past Nq are zero-filled by cp.async (src_bytes = 0), so 0 * V adds nothing (never NaN).
@@ -70,7 +70,8 @@ namespace {
 inline constexpr int kBf16Rows = 64, kBf16Keys = 64, kBf16Threads = 128;
 
 // Planted mistakes (tests/02-attention/test_attention_bf16_planted.cu); the library runs Bf16Plant::none.
-enum class Bf16Plant { none, missing_wait, missing_barrier, quad_mask, causal_off_by_one };
+// p_truncate (tests/07-precision/test_attn_bf16_cuda_planted.cu): P rounded toward zero where RNE is declared.
+enum class Bf16Plant { none, missing_wait, missing_barrier, quad_mask, causal_off_by_one, p_truncate };
 
 // Two floats to a bf16x2 register, round to nearest even, `lo` in the low half (the lower index).
 __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
@@ -81,6 +82,15 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
 #else
   return unsigned(ladder::formats::to_bf16(lo)) | unsigned(ladder::formats::to_bf16(hi)) << 16;
 #endif
+}
+
+// P's pair for the P V mma: RNE, or (planted) the upper halves of the floats, bf16 rounded toward zero.
+template <Bf16Plant Plant>
+__device__ __forceinline__ unsigned pack_p(float lo, float hi) {
+  if constexpr (Plant == Bf16Plant::p_truncate)
+    return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
+  else
+    return pack_bf16x2(lo, hi);
 }
 
 // Element offset of logical 16-byte chunk c of row r in a swizzled 64 x D tile.
@@ -144,7 +154,10 @@ __global__ void __launch_bounds__(kBf16Threads, 1)
       simt::ldmatrix_x4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], smem + swizzled<D>(row, 2 * kk + (lane >> 4)));
   }
 
-  const float scale_log2 = p.scale * 1.4426950408889634f;  // S in log2 units: exp(x) = exp2(x log2 e)
+  // S in log2 units: exp(x) = exp2(x log2 e). The factor in double, rounded once to float: S scale_log2 is then
+  // fp32 S times scale times (1 + e), |e| <= u + 2^-52, as a recipe that scales in natural units (stage 07's
+  // attn_bf16 rung relies on it; float(p.scale * float(log2 e)) would add the constant's own error, 0.22 u).
+  const float scale_log2 = float(double(p.scale) * 1.4426950408889634);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8: running max (log2 units), sum
   float o[D / 8][4];
   LADDER_BF16_UNROLL
@@ -201,10 +214,10 @@ __global__ void __launch_bounds__(kBf16Threads, 1)
         }
       LADDER_BF16_UNROLL
       for (int k = 0; k < kBf16Keys / 16; ++k) {
-        pf[k][0] = pack_bf16x2(sc[2 * k][0], sc[2 * k][1]);          // row g,     keys 16 k + 2 tq, + 1
-        pf[k][1] = pack_bf16x2(sc[2 * k][2], sc[2 * k][3]);          // row g + 8
-        pf[k][2] = pack_bf16x2(sc[2 * k + 1][0], sc[2 * k + 1][1]);  // row g,     keys 16 k + 8 + 2 tq, + 1
-        pf[k][3] = pack_bf16x2(sc[2 * k + 1][2], sc[2 * k + 1][3]);  // row g + 8
+        pf[k][0] = pack_p<Plant>(sc[2 * k][0], sc[2 * k][1]);          // row g,     keys 16 k + 2 tq, + 1
+        pf[k][1] = pack_p<Plant>(sc[2 * k][2], sc[2 * k][3]);          // row g + 8
+        pf[k][2] = pack_p<Plant>(sc[2 * k + 1][0], sc[2 * k + 1][1]);  // row g,     keys 16 k + 8 + 2 tq, + 1
+        pf[k][3] = pack_p<Plant>(sc[2 * k + 1][2], sc[2 * k + 1][3]);  // row g + 8
       }
       LADDER_BF16_UNROLL
       for (int n = 0; n < D / 8; ++n) {
@@ -241,7 +254,10 @@ __global__ void __launch_bounds__(kBf16Threads, 1)
     float* out = Oh + size_t(row) * D + 2 * tq;
     LADDER_BF16_UNROLL
     for (int n = 0; n < D / 8; ++n) out[8 * n] = o[n][2 * h] * inv, out[8 * n + 1] = o[n][2 * h + 1] * inv;
-    if (tq == 0) L[bh * p.Nq + r0 + row] = l[h] == 0.0f ? -INFINITY : 0.6931471805599453f * (m[h] + log2f(l[h]));
+    // L = ln 2 (m' + log2 l) in double, rounded once to float (as fl(m + log l) in natural units, up to 2^-51 |L|).
+    if (tq == 0)
+      L[bh * p.Nq + r0 + row] =
+          l[h] == 0.0f ? -INFINITY : float(0.6931471805599453 * (double(m[h]) + double(log2f(l[h]))));
   }
 }
 
