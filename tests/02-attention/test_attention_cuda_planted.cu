@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ladder/02-attention/attention.hpp"
+#include "each_schedule.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/device.hpp"
 
@@ -70,11 +71,7 @@ TEST_CASE("planted bug: the tiled forward without its end-of-tile barrier is wro
   for (auto* v : {&Q, &K, &V})
     for (float& x : *v) x = static_cast<float>(rng.normal());
   ladder::attention::naive_forward<float>(p, Q.data(), K.data(), V.data(), want.data(), L.data(), nullptr);
-  const simt::Config saved = simt::config();
-  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
-    simt::Config c = saved;
-    c.schedule = s;
-    simt::set_config(c);
+  ladder::test::each_schedule([&](simt::Schedule s) {
     ladder::cuda::DeviceBuffer<float> dQ(Q), dK(K), dV(V), dO(want.size());
     simt::launch(tiled_missing_barrier, dim3(1), dim3(kThreads), 0, dQ.data(), dK.data(), dV.data(), dO.data(), Nk,
                  float(p.scale));
@@ -83,8 +80,7 @@ TEST_CASE("planted bug: the tiled forward without its end-of-tile barrier is wro
     for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(double(got[i]) - double(want[i])));
     CAPTURE(static_cast<int>(s));
     CHECK(!(err < 1e-4));  // NaN or a wrong sum
-  }
-  simt::set_config(saved);
+  });
 }
 
 #endif

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "each_schedule.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/core/tensor.hpp"
 #include "ladder/cuda/device.hpp"
@@ -43,11 +44,7 @@ TEST_CASE("planted bug: the GEMM kernel without its first barrier is wrong under
   for (int64_t i = 0; i < A.size(); ++i) A.data()[i] = static_cast<float>(rng.normal());
   for (int64_t i = 0; i < B.size(); ++i) B.data()[i] = static_cast<float>(rng.normal());
   const ladder::Mat<float> want = A * B.transpose();
-  const simt::Config saved = simt::config();
-  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
-    simt::Config c = saved;
-    c.schedule = s;
-    simt::set_config(c);
+  ladder::test::each_schedule([&](simt::Schedule s) {
     ladder::cuda::DeviceBuffer<float> dA(A.data(), size_t(A.size())), dB(B.data(), size_t(B.size())), dC(size_t(M * N));
     simt::launch(gemm_missing_barrier, dim3((N + T - 1) / T, (M + T - 1) / T), dim3(T, T), 0, dA.data(), dB.data(),
                  dC.data(), M, N, K);
@@ -57,8 +54,7 @@ TEST_CASE("planted bug: the GEMM kernel without its first barrier is wrong under
       for (int n = 0; n < N; ++n) err = std::max(err, std::abs(double(got[size_t(m * N + n)]) - double(want(m, n))));
     CAPTURE(static_cast<int>(s));
     CHECK(!(err < 1e-3));  // NaN (a poisoned, never-loaded entry) or a wrong sum
-  }
-  simt::set_config(saved);
+  });
 }
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "each_schedule.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/device.hpp"
 #include "ladder/cuda/04-moe/moe.hpp"
@@ -48,20 +49,6 @@ __global__ void histogram_missing_barrier(const int64_t* keys, int64_t n, int64_
   for (int64_t g = threadIdx.x; g <= G; g += blockDim.x) counts[blockIdx.x * (G + 1) + g] = hist[g];
 }
 
-template <class F>
-void for_each_schedule(F&& f) {
-  const simt::Config saved = simt::config();
-  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
-    simt::Config c = saved;
-    c.schedule = s;
-    c.threads = 1;
-    simt::set_config(c);
-    CAPTURE(static_cast<int>(s));
-    f();
-  }
-  simt::set_config(saved);
-}
-
 }  // namespace
 
 TEST_CASE("planted bug: the grouped GEMM without its load barrier is caught under every schedule") {
@@ -73,7 +60,7 @@ TEST_CASE("planted bug: the grouped GEMM without its load barrier is caught unde
   const std::vector<int64_t> gs{16, 16}, offsets{0, 16, 32};
   std::vector<float> want(static_cast<size_t>(m * N));
   ladder::moe::ragged_dot(lhs.data(), m, K, rhs.data(), 2, N, gs.data(), want.data());
-  for_each_schedule([&] {
+  ladder::test::each_schedule([&](simt::Schedule) {
     const auto tiles = ladder::cuda::moe::make_tiles(gs, N);
     ladder::cuda::DeviceBuffer<Tile> dt(tiles);
     ladder::cuda::DeviceBuffer<float> dl(lhs), dr(rhs), out(static_cast<size_t>(m * N));
@@ -84,7 +71,7 @@ TEST_CASE("planted bug: the grouped GEMM without its load barrier is caught unde
     double err = 0;
     for (size_t i = 0; i < got.size(); ++i) err = std::max(err, double(std::abs(got[i] - want[i])));
     CHECK(!(err <= 1e-3));  // NaN (poisoned shared memory) or a wrong sum
-  });
+  }, 1);
 }
 
 TEST_CASE("planted bug: the permutation histogram without its zeroing barrier miscounts under every schedule") {
@@ -93,13 +80,13 @@ TEST_CASE("planted bug: the permutation histogram without its zeroing barrier mi
   std::vector<int64_t> keys(n);
   for (auto& k : keys) k = int64_t(rng.uniform_int(G + 1));
   const ladder::moe::Permutation want = ladder::moe::sort_by_key(keys, G);
-  for_each_schedule([&] {
+  ladder::test::each_schedule([&](simt::Schedule) {
     ladder::cuda::DeviceBuffer<int64_t> dk(keys), counts(static_cast<size_t>(G + 1));
     simt::launch(histogram_missing_barrier, dim3(1), dim3(256), static_cast<size_t>(G + 1) * sizeof(int), dk.data(), n, G,
                  counts.data());
     const std::vector<int64_t> got = counts.to_host();
     CHECK(std::vector<int64_t>(got.begin(), got.end() - 1) != want.group_sizes);
-  });
+  }, 1);
 }
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "each_schedule.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/device.hpp"
 #include "ladder/05-eplb/eplb.hpp"
@@ -38,12 +39,7 @@ TEST_CASE("planted bug: the shared-histogram kernel without its first barrier mi
   for (Index i = 0; i < topk.size(); ++i) topk.data()[i] = static_cast<Index>(rng.uniform_int(num_log));
   const std::vector<Index> want = ladder::eplb::count_expert_load(topk, num_log);
 
-  const simt::Config saved = simt::config();
-  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
-    simt::Config c = saved;
-    c.schedule = s;
-    c.threads = 1;
-    simt::set_config(c);
+  ladder::test::each_schedule([&](simt::Schedule s) {
     ladder::cuda::DeviceBuffer<int64_t> d_topk(topk.data(), static_cast<size_t>(topk.size()));
     ladder::cuda::DeviceBuffer<int32_t> d_counts(static_cast<size_t>(num_log));
     d_counts.fill_zero();
@@ -52,8 +48,7 @@ TEST_CASE("planted bug: the shared-histogram kernel without its first barrier mi
     const std::vector<int32_t> got = d_counts.to_host();
     CAPTURE(static_cast<int>(s));
     CHECK(std::vector<Index>(got.begin(), got.end()) != want);
-  }
-  simt::set_config(saved);
+  }, 1);
 }
 
 #endif

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../../cuda/src/07-precision/a8w8_mma.cuh"
+#include "each_schedule.hpp"
 #include "ladder/core/rng.hpp"
 #include "fork_child.hpp"
 #include "ladder/cuda/device.hpp"
@@ -72,12 +73,7 @@ TEST_CASE("planted bugs: the int8 mma GEMM with an A lane off by one, k32 fragme
       for (int k = 0; k < K; ++k) s += int64_t{a[static_cast<size_t>(m * K + k)]} * b[static_cast<size_t>(n * K + k)];
       exact[static_cast<size_t>(m * N + n)] = static_cast<int32_t>(s);
     }
-  const simt::Config saved = simt::config();
-  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
-    CAPTURE(static_cast<int>(s));
-    simt::Config c = saved;
-    c.schedule = s;
-    simt::set_config(c);
+  ladder::test::each_schedule([&](simt::Schedule) {
     const Run good = run<I8Plant::none>(a, b);  // the harness tells them apart: the kernel itself passes
     CHECK(good.guard_kept);
     CHECK(good.acc == exact);
@@ -94,8 +90,7 @@ TEST_CASE("planted bugs: the int8 mma GEMM with an A lane off by one, k32 fragme
     INFO(child.text);
     CHECK(child.signal == SIGABRT);
     CHECK(child.text.find("is still copying") != std::string::npos);
-  }
-  simt::set_config(saved);
+  });
 }
 
 namespace {

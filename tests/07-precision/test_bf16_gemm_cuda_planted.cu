@@ -18,6 +18,7 @@
 
 #include "../../cuda/src/07-precision/bf16_gemm.cuh"
 #include "bf16_gemm_check.hpp"
+#include "each_schedule.hpp"
 #include "fork_child.hpp"
 #include "ladder/cuda/device.hpp"
 
@@ -56,12 +57,7 @@ TEST_CASE("planted bugs: the bf16 GEMM with an ldmatrix row off by one, a store 
   ladder::Rng rng(4006);
   const std::vector<uint16_t> a = ladder::test_bf16::random_bf16(rng, M, K);
   const std::vector<uint16_t> b = ladder::test_bf16::random_bf16(rng, N, K);
-  const simt::Config saved = simt::config();
-  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
-    CAPTURE(static_cast<int>(s));
-    simt::Config c = saved;
-    c.schedule = s;
-    simt::set_config(c);
+  ladder::test::each_schedule([&](simt::Schedule) {
     const Run good = run<Plant::none>(a, b);  // the harness tells them apart: the kernel itself passes
     CHECK(good.guard_kept);
     CHECK(ladder::test_bf16::judge(a, b, good.c, M, N, K).outside == 0);
@@ -76,8 +72,7 @@ TEST_CASE("planted bugs: the bf16 GEMM with an ldmatrix row off by one, a store 
     INFO(child.text);
     CHECK(child.signal == SIGABRT);
     CHECK(child.text.find("is still copying") != std::string::npos);
-  }
-  simt::set_config(saved);
+  });
 }
 
 #endif

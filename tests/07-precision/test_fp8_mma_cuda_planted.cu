@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../../cuda/src/07-precision/fp8_mma.cuh"
+#include "each_schedule.hpp"
 #include "fork_child.hpp"
 #include "ladder/07-precision/fp8_block.hpp"
 #include "ladder/core/rng.hpp"
@@ -83,12 +84,7 @@ int outside(const std::vector<float>& y, const Operands& o) {
 TEST_CASE("planted bugs: the FP8 mma GEMM with an A lane off by one, a neighbour's scale, no fragment reset, or "
           "no wait_group") {
   const Operands o = operands();
-  const simt::Config saved = simt::config();
-  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
-    CAPTURE(static_cast<int>(s));
-    simt::Config c = saved;
-    c.schedule = s;
-    simt::set_config(c);
+  ladder::test::each_schedule([&](simt::Schedule) {
     CHECK(outside(run<F8Plant::none>(o), o) == 0);  // the judge tells them apart: the kernel itself passes
     CHECK(outside(run<F8Plant::a_lane>(o), o) > 0);
     CHECK(outside(run<F8Plant::neighbour>(o), o) > 0);
@@ -100,8 +96,7 @@ TEST_CASE("planted bugs: the FP8 mma GEMM with an A lane off by one, a neighbour
     INFO(child.text);
     CHECK(child.signal == SIGABRT);
     CHECK(child.text.find("is still copying") != std::string::npos);
-  }
-  simt::set_config(saved);
+  });
 }
 
 #endif

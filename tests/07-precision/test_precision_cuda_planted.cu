@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ladder/07-precision/a8w8.hpp"
+#include "each_schedule.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/device.hpp"
 
@@ -56,12 +57,7 @@ TEST_CASE("planted bugs: the dp4a GEMM with B's bytes reversed, or without its f
   for (int8_t& v : b) v = static_cast<int8_t>(static_cast<int>(rng.uniform_int(255)) - 127);
   std::vector<int32_t> want(static_cast<size_t>(M * N));
   ladder::precision::gemm_s8s8s32(a.data(), b.data(), want.data(), M, K, N);
-  const simt::Config saved = simt::config();
-  for (simt::Schedule s : {simt::Schedule::forward, simt::Schedule::reverse, simt::Schedule::random}) {
-    CAPTURE(static_cast<int>(s));
-    simt::Config c = saved;
-    c.schedule = s;
-    simt::set_config(c);
+  ladder::test::each_schedule([&](simt::Schedule) {
     ladder::cuda::DeviceBuffer<int8_t> da(a), db(b);
     for (int bug : {0, 1, 2}) {
       CAPTURE(bug);
@@ -72,8 +68,7 @@ TEST_CASE("planted bugs: the dp4a GEMM with B's bytes reversed, or without its f
       if (bug == 2) simt::launch(gemm_planted<2>, grid, block, 0, da.data(), db.data(), M, K, N, acc.data());
       CHECK((acc.to_host() == want) == (bug == 0));  // the unbroken copy passes: the harness can tell them apart
     }
-  }
-  simt::set_config(saved);
+  });
 }
 
 #endif
