@@ -27,33 +27,19 @@
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/07-precision/precision.hpp"
 #include "ladder/cuda/device.hpp"
+#include "precision_cuda_util.hpp"
 
 using namespace ladder;
 namespace cp = ladder::cuda::precision;
+using namespace ladder::test_precision;
 namespace lp = ladder::precision;
 
 namespace {
-#if defined(SIMT_TSAN)
-// libgomp is not built with TSan: the reference's OpenMP loops run on one thread (as in test_precision_cuda).
-const bool kOneOmpThread = [] {
-  omp_set_num_threads(1);
-  return true;
-}();
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
-#if defined(LADDER_GPU)
-constexpr bool kEmulator = false;
-#else
-constexpr bool kEmulator = true;
-#endif
-
-size_t sz(int64_t v) { return static_cast<size_t>(v); }
+constexpr bool kEmulator = !kGpu;
 
 // rows x cols normal values, each 128 x 128 block (or 1 x 128 tile when per_row) scaled by its own power of two
 // 2^(-4..4) as the golden cases do, and every 7th row / column zero.
-Mat<float> operand(Rng& rng, int64_t rows, int64_t cols, bool per_row) {
+Mat<float> block_operand(Rng& rng, int64_t rows, int64_t cols, bool per_row) {
   Mat<float> m(rows, cols);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
@@ -62,11 +48,6 @@ Mat<float> operand(Rng& rng, int64_t rows, int64_t cols, bool per_row) {
       m(r, c) = zero % 7 == 5 ? 0.0f : static_cast<float>(rng.normal() * std::ldexp(1.0, e));
     }
   return m;
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const T* b, size_t n) {
-  return a.size() >= n && std::memcmp(a.data(), b, n * sizeof(T)) == 0;
 }
 
 // y of fp8_block_gemm on the reference's codes and scales of x, w.
@@ -105,7 +86,7 @@ TEST_CASE("07 CUDA: the E4M3 128 x 128 block and static-scale quantisers give th
   for (const Shape& s : shapes) {
     CAPTURE(s.rows);
     CAPTURE(s.cols);
-    const Mat<float> w = operand(rng, s.rows, s.cols, false);
+    const Mat<float> w = block_operand(rng, s.rows, s.cols, false);
     const quant::Quantized want = quant::blocks_128x128(w);
     cuda::DeviceBuffer<float> dw(w.data(), sz(w.size())), ds(sz(want.scales.size()));
     cuda::DeviceBuffer<uint8_t> dq(sz(w.size()));
@@ -118,10 +99,10 @@ TEST_CASE("07 CUDA: the E4M3 128 x 128 block and static-scale quantisers give th
     cuda::DeviceBuffer<uint8_t> xq(sz(w.size()));
     cp::quantize_e4m3_static(dw.data(), s.rows, s.cols, r.x_scale, xq.data(), xs.data());
     cuda::sync();
-    CHECK(same_bits(dq.to_host(), want.codes.data(), want.codes.size()));
-    CHECK(same_bits(ds.to_host(), want.scales.data(), sz(want.scales.size())));
-    CHECK(same_bits(xq.to_host(), want_x.codes.data(), want_x.codes.size()));
-    CHECK(same_bits(xs.to_host(), want_x.scales.data(), sz(want_x.scales.size())));
+    CHECK(same_prefix_bits(dq.to_host(), want.codes.data(), want.codes.size()));
+    CHECK(same_prefix_bits(ds.to_host(), want.scales.data(), sz(want.scales.size())));
+    CHECK(same_prefix_bits(xq.to_host(), want_x.codes.data(), want_x.codes.size()));
+    CHECK(same_prefix_bits(xs.to_host(), want_x.scales.data(), sz(want_x.scales.size())));
   }
   cuda::DeviceBuffer<float> one(std::vector<float>{1.0f});
   cuda::DeviceBuffer<uint8_t> q(1);
@@ -145,7 +126,7 @@ TEST_CASE("07 CUDA: the FP8 tensor-core GEMM is the 24-bit recipe's bits on the 
     CAPTURE(s.K);
     CAPTURE(s.N);
     CAPTURE(s.nc);
-    const Mat<float> x = operand(rng, s.M, s.K, true), w = operand(rng, s.K, s.N, false);
+    const Mat<float> x = block_operand(rng, s.M, s.K, true), w = block_operand(rng, s.K, s.N, false);
     const quant::Quantized xq = quant::tiles_1x128(x), wq = quant::blocks_128x128(w);
     const std::vector<float> y = device_y(xq, wq, s.nc);
     lp::Fp8Recipe exact24;  // a float32 accumulator, RNE: the emulated mma's arithmetic exactly
@@ -153,7 +134,7 @@ TEST_CASE("07 CUDA: the FP8 tensor-core GEMM is the 24-bit recipe's bits on the 
     exact24.nc = s.nc;
     if (kEmulator) {
       const Mat<float> want = lp::fp8_block_product(xq, wq, exact24);
-      CHECK(same_bits(y, want.data(), sz(s.M * s.N)));
+      CHECK(same_prefix_bits(y, want.data(), sz(s.M * s.N)));
     }
     lp::Fp8Recipe own = lp::Fp8Recipe{}, deflt = lp::Fp8Recipe{};
     own.nc = s.nc;

@@ -21,39 +21,13 @@
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/07-precision/precision.hpp"
 #include "ladder/cuda/device.hpp"
+#include "precision_cuda_util.hpp"
 
 using namespace ladder;
 namespace cp = ladder::cuda::precision;
+using namespace ladder::test_precision;
 
 namespace {
-#if defined(SIMT_TSAN)
-// libgomp is not built with TSan: the references' OpenMP loops run on one thread (as in tests/03-mla).
-const bool kOneOmpThread = [] {
-  omp_set_num_threads(1);
-  return true;
-}();
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
-
-size_t sz(int64_t v) { return static_cast<size_t>(v); }
-
-// rows x cols normal values, each row (or column) scaled by its own magnitude 2^(-8..8), some rows all zero.
-Mat<float> operand(Rng& rng, int64_t rows, int64_t cols, bool per_row) {
-  Mat<float> m(rows, cols);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const int64_t g = per_row ? r : c;
-      m(r, c) = g % 7 == 5 ? 0.0f : static_cast<float>(rng.normal() * std::ldexp(1.0, static_cast<int>(g % 17) - 8));
-    }
-  return m;
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const T* b, size_t n) {
-  return a.size() == n && std::memcmp(a.data(), b, n * sizeof(T)) == 0;
-}
 
 // The kernels' int8 quantisation of x by rows (per token) or of w by columns (per channel), with its dequant.
 void check_int8(const Mat<float>& x, bool per_token) {
