@@ -15,6 +15,11 @@ Cost gemm_cost(const Shape& s) {  // s = {M, K, N}
   }
   return c;
 }
+Cost bf16_cost(const Shape& s) {  // s = {M, K, N}: two bytes per bf16 code
+  Cost c = gemm_cost(s);
+  c.bytes_read *= 2;
+  return c;
+}
 // Rungs (e), (f): s = {rows, L, n, dv}: each of `rows` query rows scores L keys of n values and sums L values of dv.
 Cost attn_cost(const Shape& s) {
   Cost c;
@@ -35,6 +40,10 @@ void register_precision(Registry& r) {
   r.add({"07-precision", "fp8_block", "FP8 E4M3 block-scaled GEMM (DeepSeek-V3 §3.3)",
          "1x128 / 128x128 amax/448 scales, acc_bits-bit accumulator promoted to float32 every nc elements", "ref",
          RecipeFns{"fp8_block"}, &gemm_cost, "2 M K N flops; 1 byte per code read, 4 per output written"});
+  // The bf16 GEMM recipe (ladder/07-precision/bf16_gemm.hpp).
+  r.add({"07-precision", "bf16_gemm", "bf16 GEMM, exact products, float32 accumulation (MLA's projections)",
+         "x, w rounded to bf16 (RNE), y = gemm_bf16_cpu on the codes: VDPBF16PS's pairs, DAZ / FTZ, the same bits on "
+         "every CPU", "ref", RecipeFns{"bf16_gemm"}, &bf16_cost, "2 M K N flops; 2 bytes per code read, 4 per output written"});
   // Rung (d): stage 04's routed experts through the ragged dot (ladder/07-precision/moe_quant.hpp). Here, not in
   // stage 04: they are judged as 07's recipes are (exact codes and int32 sums, a bound derived from the recipe),
   // while stage 04's contract judges float layers by k x a float32 baseline. Cost shape {T k, K, N}.
