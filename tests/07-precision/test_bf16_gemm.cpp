@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "golden_util.hpp"
+#include "ladder/07-precision/cpu_gemm.hpp"
 #include "ladder/07-precision/golden_cases.hpp"
 #include "ladder/07-precision/recipe.hpp"
 #include "ladder/core/contract.hpp"
@@ -109,7 +110,8 @@ TEST_CASE("07: bf16_gemm -- any summation order passes, the wrong candidates fai
     const auto xv = [&](int64_t i, int64_t k) { return formats::from_bf16(xq[static_cast<size_t>(i * K + k)]); };
     const auto wv = [&](int64_t k, int64_t j) { return formats::from_bf16(wq[static_cast<size_t>(k * N + j)]); };
     // Right: four orders of the exact products (a float32 product of two bf16 values is exact), float32 sums.
-    for (const Sum& s : std::vector<Sum>{chain_up, chain_down, blocks64, pairwise}) CHECK(judged(g, "y", gemm(M, K, N, xv, wv, s)));
+    for (const Sum& s : std::vector<Sum>{chain_up, chain_down, blocks64, pairwise})
+      CHECK(judged(g, "y", gemm(M, K, N, xv, wv, s)));
     // The oracle rounded to float32 passes too.
     Array<double> o = from_npy<double>(g.cf.expected.at("y"), "y");
     Array<float> of({M, N});
@@ -167,14 +169,18 @@ TEST_CASE("07: bf16_gemm's bound -- the DAZ and FTZ allowances are each needed b
   x << sub, 0, 0, 0, t, t;
   w << big, 0, 0, t, 0, t;
   const Recipe r = parse_recipe(nlohmann::json{{"recipe", "bf16_gemm"}});
-  const Tensors got = run_recipe(r, x, w);
-  const Array<float> y = from_npy<float>(got.at("y"), "y");
+  const std::vector<uint16_t> xq = bf16_codes(x, "x"), wq = bf16_codes(w, "w");
+  Array<float> y({2, 2});
+  gemm_bf16_cpu(xq.data(), wq.data(), y.data.data(), 2, 3, 2);  // the reference rung's kernel: DAZ, FTZ
+  const Array<float> chain = from_npy<float>(run_recipe(r, x, w).at("y"), "y");  // the baseline: gradual underflow
   const OracleOut o = oracle_recipe(r, x, w);
   const Array<double> oy = from_npy<double>(o.outputs.at("y"), "y");
   CHECK(y.data[0] == 0.0f);  // DAZ: the subnormal code read as zero
   CHECK(oy.data[0] == std::ldexp(1.0, -30));
   CHECK(y.data[3] == 0.0f);  // FTZ: 2^-140 sums flushed
   CHECK(oy.data[3] == std::ldexp(1.0, -139));
+  CHECK(chain.data[0] == std::ldexp(1.0f, -30));  // no DAZ: exact; 2^-140 + 2^-140 exact in float32's subnormals
+  CHECK(chain.data[3] == std::ldexp(1.0f, -139));
   for (size_t e = 0; e < 4; ++e) {
     CAPTURE(e);
     CHECK(std::fabs(y.data[e] - oy.data[e]) <= o.bound.data[e]);

@@ -136,8 +136,8 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f"{case}: xq truncated (RTZ) fails", ["check", "07-precision", d, path, "--output", "xq"], 1, "FAIL")
         for backend in ["ref", "cuda"]:
             out = j(tmp, f"{backend}_{case}")
-            expect(f"{case}: ladder run --backend {backend} bf16_gemm", ["run", "07-precision", "bf16_gemm", "--backend",
-                                                                         backend, "--case", d, "--out", out], 0, "")
+            expect(f"{case}: ladder run --backend {backend} bf16_gemm",
+                   ["run", "07-precision", "bf16_gemm", "--backend", backend, "--case", d, "--out", out], 0, "")
             expect(f"{case}: the {backend} rung's xq, wq, y pass", ["check", "07-precision", d, out, "--output",
                                                                       "xq,wq,y"], 0, "PASS")
 sys.exit(checks.exit_code())

@@ -149,7 +149,7 @@ Contract contract_07_precision() {
     if (r.kv() || r.attn()) return precision::run_attn_recipe(r, in);
     if (r.moe()) return precision::run_moe_recipe(r, moe_operands(in));
     const Operands op = operands(in);
-    if (f.run) {  // a CUDA rung: float32 kernels
+    if (f.run) {  // a CUDA rung, or ref/bf16_gemm (gemm_bf16_cpu): float32 kernels
       require(dtype == DType::F4, "07-precision: rung {} has no float64 function (a float32 kernel)", rung.key());
       return f.run(r, op.x, op.w);
     }

@@ -18,7 +18,9 @@ namespace ladder::precision {
 
 namespace {
 
-enum class Kind { a8w8_outliers, a8w8_large_sums, fp8_blocks, fp8_static, fp8_acc24, moe, bf16, bf16_scales, bf16_ties };
+enum class Kind {
+  a8w8_outliers, a8w8_large_sums, fp8_blocks, fp8_static, fp8_acc24, moe, bf16, bf16_scales, bf16_ties
+};
 
 struct CaseSpec {
   Kind kind;
@@ -58,8 +60,9 @@ const std::map<std::string, CaseSpec>& specs() {
                      "K = 203, not a multiple of 8, 16 or 64 (every k loop's tail); a W_DKV slice (DeepSeek-V2: [D = "
                      "5120, kv_lora + rope = 576]): 203 of D's rows, 40 of the 576 columns"}},
       {"bf16_scales", {Kind::bf16_scales, 17, 256, 24, 0, 0, 723, R"({"recipe":"bf16_gemm"})",
-                       "magnitudes 2^-8..2^8 within every row of x (element (i, k) scaled by 2^(((i + 5k) mod 17) - 8)); "
-                       "a W_UQ slice (DeepSeek-V2: [q_lora = 1536, H (d_nope + rope) = 128*192]): K = 256, N = 24"}},
+                       "magnitudes 2^-8..2^8 within every row of x (element (i, k) scaled by 2^(((i + 5k) mod 17) - "
+                       "8)); a W_UQ slice (DeepSeek-V2: [q_lora = 1536, H (d_nope + rope) = 128*192]): K = 256, "
+                       "N = 24"}},
       {"bf16_zeros_ties", {Kind::bf16_ties, 8, 96, 16, 0, 0, 724, R"({"recipe":"bf16_gemm"})",
                            "exact zeros (+-0, a zero row of x, a zero column of w) and values at bf16 ties and one "
                            "float32 ulp either side; a W_UKV slice (DeepSeek-V2: [kv_lora = 512, H (d_nope + d_v) = "
@@ -155,7 +158,8 @@ void bf16_case(const CaseSpec& cs, Rng& rng, MatMap<float>& x, MatMap<float>& w)
   }
   for (int64_t k = 0; k < K; ++k) {
     const float s = rng.uniform() < 0.5 ? -1.0f : 1.0f;
-    const float a = std::fabs(static_cast<float>(rng.normal())) + 0.25f, b = std::fabs(static_cast<float>(rng.normal()));
+    const float a = std::fabs(static_cast<float>(rng.normal())) + 0.25f;
+    const float b = std::fabs(static_cast<float>(rng.normal()));
     const float xs = cs.kind == Kind::bf16_scales ? std::ldexp(1.0f, static_cast<int>((5 * k) % 17) - 8) : 1.0f;
     x(0, k) = s * bf16_near(a * xs, 0.4f);
     w(k, 0) = s * bf16_near(std::ldexp(b + 0.25f, -6), 0.4f);

@@ -7,8 +7,9 @@
 //   y_ij = the float32 sum of the K products p_k = xq_ik wq_kj, each exact (8 x 8 significand bits fit
 //          float32's 24), in ANY order and grouping (a chain, blocks, a tree, k-blocks of an mma)
 //
-// The reference rung runs gemm_bf16_cpu (cpu_gemm.hpp: one fixed chain, the same bits on every CPU). Its
-// contract flushes: a subnormal bf16 code is read as zero (DAZ) and a tiny float32 result becomes zero
+// The reference rung runs gemm_bf16_cpu (cpu_gemm.hpp: one fixed chain, the same bits on every CPU); the
+// contract's baseline, bf16_gemm_chain, the ascending float32 chain. gemm_bf16_cpu's contract
+// flushes: a subnormal bf16 code is read as zero (DAZ) and a tiny float32 result becomes zero
 // (FTZ). The recipe allows both (and gradual underflow): the bound below carries their allowance, so a
 // candidate with or without DAZ / FTZ passes.
 //
@@ -43,7 +44,6 @@
 #include <vector>
 
 #include "ladder/07-precision/a8w8.hpp"
-#include "ladder/07-precision/cpu_gemm.hpp"
 #include "ladder/core/error.hpp"
 #include "ladder/core/formats.hpp"
 #include "ladder/core/tensor.hpp"
@@ -100,16 +100,23 @@ inline Bf16Oracle bf16_gemm_oracle(const std::vector<uint16_t>& xq, const std::v
   return o;
 }
 
-// The reference recipe: the codes and y = gemm_bf16_cpu(xq, wq) (float32; the same bits on every CPU).
+// The recipe in its plainest order, the contract's baseline: the codes and y = the ascending float32 chain of the
+// exact products (no DAZ / FTZ; header-only, so the contract needs no compiled GEMM). The registered reference rung
+// ref/bf16_gemm runs gemm_bf16_cpu instead (ref/src/07-precision/registry.cpp): VDPBF16PS's pairs, DAZ / FTZ.
 struct Bf16Result {
   std::vector<uint16_t> xq, wq;
   std::vector<float> y;
 };
-inline Bf16Result bf16_gemm_ref(const Mat<float>& x, const Mat<float>& w) {
+inline Bf16Result bf16_gemm_chain(const Mat<float>& x, const Mat<float>& w) {
   require(x.cols() == w.rows(), "bf16_gemm: x.cols = {} violates x.cols == w.rows = {}", x.cols(), w.rows());
-  Bf16Result r{bf16_codes(x, "x"), bf16_codes(w, "w"), {}};
-  r.y.resize(static_cast<size_t>(x.rows() * w.cols()));
-  gemm_bf16_cpu(r.xq.data(), r.wq.data(), r.y.data(), x.rows(), x.cols(), w.cols());
+  const int64_t M = x.rows(), K = x.cols(), N = w.cols();
+  Bf16Result r{bf16_codes(x, "x"), bf16_codes(w, "w"), std::vector<float>(static_cast<size_t>(M * N), 0.0f)};
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = formats::from_bf16(r.xq[static_cast<size_t>(i * K + k)]);
+      for (int64_t j = 0; j < N; ++j)
+        r.y[static_cast<size_t>(i * N + j)] += a * formats::from_bf16(r.wq[static_cast<size_t>(k * N + j)]);
+    }
   return r;
 }
 

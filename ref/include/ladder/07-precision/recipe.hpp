@@ -6,8 +6,8 @@
 // acc_bits .. x_scale belong to fp8_block (the int8 recipes refuse them: int32 sums, dynamic scales).
 // Outputs (contract.cpp): xq [M, K] codes, xs activation scales ([M, 1] int8, [M, ceil(K/128)]
 // fp8_block), acc int32 ([M, N] a8w8 and moe_a8w8, [M, ceil(K/g), N] moe_a8w4; none for fp8_block),
-// y [M, N]; bf16_gemm (bf16_gemm.hpp): xq [M, K] and wq [K, N] bf16 codes, y [M, N]. The moe recipes (moe_quant.hpp) take w [E, K, N] and topk_idx [T, k]; their M = T k rows are
-// the assignments in order a = t k + j.
+// y [M, N]; bf16_gemm (bf16_gemm.hpp): xq [M, K] and wq [K, N] bf16 codes, y [M, N]. The moe recipes
+// (moe_quant.hpp) take w [E, K, N] and topk_idx [T, k]; their M = T k rows are the assignments in order a = t k + j.
 // Rungs (e) and (f) (attn_recipes.hpp): "kv_int8" | "kv_fp8" (MLA decode over a quantised cache, kv_quant.hpp) and
 // "attn_bf16" (bf16 tiled attention, attn_bf16.hpp); their params: "softmax_scale" (float32 value; 0 = the
 // default: 1/sqrt(192) for MLA, DeepSeek's nope + rope, 1/sqrt(d) for attention), "bc" (attn_bf16: keys per tile).
@@ -43,8 +43,8 @@ inline Recipe parse_recipe(const nlohmann::json& p) {
   Recipe r;
   r.name = p["recipe"].get<std::string>();
   require(r.gemm() || r.moe() || r.kv() || r.attn(),
-          "07-precision: params.recipe = '{}' violates recipe in {{a8w8, fp8_block, bf16_gemm, moe_a8w8, moe_a8w4, kv_int8, kv_fp8, "
-          "attn_bf16}}", r.name);
+          "07-precision: params.recipe = '{}' violates recipe in {{a8w8, fp8_block, bf16_gemm, moe_a8w8, moe_a8w4, "
+          "kv_int8, kv_fp8, attn_bf16}}", r.name);
   for (const auto& [key, v] : p.items()) {
     const bool fp8_key = key == "acc_bits" || key == "acc_round" || key == "nc" || key == "x_scale";
     require(key == "recipe" || key == "group" || key == "softmax_scale" || key == "bc" || fp8_key,
@@ -108,7 +108,7 @@ inline Array<int32_t> codes_i32(const quant::Quantized& q) {
 // The reference recipe on x [M, K], w [K, N]: every output it defines, y in float32.
 inline Tensors run_recipe(const Recipe& r, const Mat<float>& x, const Mat<float>& w) {
   if (r.name == "bf16_gemm") {
-    const Bf16Result b = bf16_gemm_ref(x, w);
+    const Bf16Result b = bf16_gemm_chain(x, w);
     Array<float> y({x.rows(), w.cols()});
     y.data = b.y;
     return Tensors{{"xq", to_npy(bf16_codes_i32(b.xq, x.rows(), x.cols()))},
@@ -210,7 +210,8 @@ inline OracleOut oracle_moe_recipe(const Recipe& r, const MoeOperands& m) {
 
 namespace ladder::precision {
 // The function a registry rung stores: the recipe it computes (run_rung refuses a case of another) and, for a
-// rung of another backend (the CUDA a8w8, cuda/src/07-precision/registry.cpp), its own float32 run of a GEMM
+// rung of another backend (the CUDA a8w8, cuda/src/07-precision/registry.cpp) or a compiled CPU kernel (ref/bf16_gemm:
+// gemm_bf16_cpu, ref/src/07-precision/registry.cpp), its own float32 run of a GEMM
 // recipe on x [M, K], w [K, N] with the outputs run_recipe defines; null = the reference recipe (run_recipe).
 // run_attn: the same for the attention recipes (the CUDA attn_bf16): the case's inputs -> the outputs
 // run_attn_recipe defines (attn_recipes.hpp); null = the reference.
