@@ -5,7 +5,8 @@
 // (C starts as NaN, so a cell never written fails) and C's guard past M x N must stay untouched. Bad K,
 // misaligned operands and oversized M are refused naming the parameter. Under SIMT in three schedules and
 // under TSan (the ragged shape alone there); on the device in the GPU build. The planted mistakes:
-// test_bf16_gemm_cuda_planted.cu.
+// test_bf16_gemm_cuda_planted.cu. And the CUDA rung cuda/bf16_gemm (cuda/src/07-precision/registry.cpp) on every
+// bf16_gemm golden through stage 07's contract: xq, wq exactly, y within the recipe's bound (bf16_gemm.hpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,6 +15,11 @@
 #include <vector>
 
 #include "bf16_gemm_check.hpp"
+#include "golden_util.hpp"
+#include "ladder/07-precision/golden_cases.hpp"
+#include "ladder/07-precision/recipe.hpp"
+#include "ladder/core/contract.hpp"
+#include "ladder/core/registry.hpp"
 #include "ladder/core/error.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/07-precision/precision.hpp"
@@ -73,4 +79,31 @@ TEST_CASE("07 CUDA: bf16_gemm refuses K % 8 != 0, misaligned operands and M past
                        doctest::Contains("M = 8388481 violates"), Error);
   CHECK_THROWS_WITH_AS(cp::bf16_gemm(nullptr, b.data(), 2, 2, 8, c.data()), doctest::Contains("null pointer"), Error);
   cp::bf16_gemm(nullptr, nullptr, 0, 5, 8, nullptr);  // nothing to compute: no launch, no pointer needed
+}
+
+TEST_CASE("07 CUDA: the bf16_gemm rung passes every bf16_gemm golden case through the contract") {
+  const Contract& c = contract("07-precision");
+  const Rung& rung = registry().find("07-precision", "cuda", "bf16_gemm");
+  std::vector<std::string> cases;
+  for (const std::string& n : precision::golden_case_names())
+    if (n.rfind("bf16_", 0) == 0 && (!kTsan || n == "bf16_zeros_ties")) cases.push_back(n);
+  CHECK(cases.size() == (kTsan ? 1u : 4u));
+  for (const std::string& name : cases) {
+    CAPTURE(name);
+    const CaseFolder cf = read_case(c, test::golden_dir("07-precision") / name);
+    const Tensors out = run_rung(c, rung, cf.inputs, cf.params, DType::F4);
+    CHECK(out.size() == 3);
+    for (const auto& [k, v] : out) {
+      CAPTURE(k);
+      const CheckReport r = check(c, cf.inputs, cf.params, cf.expected, k, v);
+      INFO(r.text);
+      CHECK(r.pass);
+    }
+    CHECK_THROWS_WITH_AS(run_rung(c, rung, cf.inputs, cf.params, DType::F8), doctest::Contains("no float64 function"),
+                         Error);
+  }
+  // A case of another recipe is refused, naming both.
+  const CaseFolder a8w8 = read_case(c, test::golden_dir("07-precision") / "a8w8_outliers");
+  CHECK_THROWS_WITH_AS(run_rung(c, rung, a8w8.inputs, a8w8.params, DType::F4), doctest::Contains("params.recipe is"),
+                       Error);
 }

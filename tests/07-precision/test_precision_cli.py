@@ -116,4 +116,28 @@ with tempfile.TemporaryDirectory() as tmp:
                                                                 "--case", d, "--out", out], 0, "")
         expect(f"{case}: the CUDA rung's o and lse pass", ["check", "07-precision", d, out, "--output", "o,lse"], 0,
                "PASS (bound rule)")
+
+    # The bf16_gemm recipe: codes by numpy's RNE (bf16() above), y from them in float32 (numpy's own order and
+    # blocking) passes; x w in float32 from the unrounded inputs, or the codes truncated, fails. Both rungs run.
+    expect("list names the CUDA bf16_gemm rung", ["list"], 0, "07-precision cuda     bf16_gemm")
+    for case in ["bf16_mla_o_proj", "bf16_k203", "bf16_scales", "bf16_zeros_ties"]:
+        d = j(GOLDEN, case)
+        x, w = np.load(j(d, "x.npy")), np.load(j(d, "w.npy"))
+        for name, arr, rc in [("y from the RNE codes in float32 passes", bf16(x) @ bf16(w), 0),
+                              ("y in float32 from the unrounded x, w fails", x @ w, 1),
+                              ("y from truncated codes fails", bf16(x, True) @ bf16(w, True), 1)]:
+            path = j(tmp, f"{case}_y_{rc}_{len(name)}.npy")
+            np.save(path, arr.astype(np.float32))
+            expect(f"{case}: {name}", ["check", "07-precision", d, path, "--output", "y"], rc,
+                   "FAIL" if rc else "PASS (bound rule)")
+        xq = (bf16(x, True).view(np.uint32) >> 16).astype(np.int32)
+        path = j(tmp, f"{case}_xq_rtz.npy")
+        np.save(path, xq)
+        expect(f"{case}: xq truncated (RTZ) fails", ["check", "07-precision", d, path, "--output", "xq"], 1, "FAIL")
+        for backend in ["ref", "cuda"]:
+            out = j(tmp, f"{backend}_{case}")
+            expect(f"{case}: ladder run --backend {backend} bf16_gemm",
+                   ["run", "07-precision", "bf16_gemm", "--backend", backend, "--case", d, "--out", out], 0, "")
+            expect(f"{case}: the {backend} rung's xq, wq, y pass", ["check", "07-precision", d, out, "--output",
+                                                                      "xq,wq,y"], 0, "PASS")
 sys.exit(checks.exit_code())

@@ -4,7 +4,7 @@
 ladder_add_test(test_07_precision SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_precision.cpp
                 ${CMAKE_CURRENT_LIST_DIR}/test_kv_attn.cpp
                 ${CMAKE_CURRENT_LIST_DIR}/test_fp8_kernels.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_quant.cpp
-                ${CMAKE_CURRENT_LIST_DIR}/test_cpu_gemm.cpp
+                ${CMAKE_CURRENT_LIST_DIR}/test_cpu_gemm.cpp ${CMAKE_CURRENT_LIST_DIR}/test_bf16_gemm.cpp
                 LIBS ladder_core)
 # `ladder check / describe / reproduce 07-precision` end to end (exit codes, one-line errors).
 if(TARGET ladder)

@@ -8,6 +8,12 @@
 // on the tensor cores (mma.sync m16n8k32 e4m3, promoted every nc; cuda/src/07-precision/fp8_mma.cuh); outputs
 // xq, xs exactly and y by fp8_bound (fp8_block.hpp), which covers the kernel's accumulation for every recipe:
 // fp8_mma.cuh says why. Cost: the reference formula.
+// bf16_gemm: the bf16 GEMM recipe (ladder/07-precision/bf16_gemm.hpp) on the tensor-core kernel bf16_gemm
+// (cuda/src/07-precision/bf16_gemm.cuh): x, w rounded to bf16 RNE on the host (formats::to_bf16, the reference's
+// codes: xq, wq are those), w's codes transposed to [N, K'] and both padded with zero codes to K' = K rounded up to
+// 8 (the kernel's 16-byte rows; a zero code adds an exact 0). Under SIMT each output is a chain of float32 RNE
+// additions of its exact products (cuda/simt's emulated mma), inside the recipe's bound; a device's mma is not
+// (bf16_gemm.hpp says how far).
 // attn_bf16: the bf16 attention recipe run by stage 02's tensor-core forward tiled_bf16 (attn_bf16_rung.cpp says
 // why its arithmetic is inside the recipe's bound), judged as the reference rung: o and lse by that bound.
 #include <cmath>
@@ -83,6 +89,30 @@ Tensors fp8_block_rung(const ladder::precision::Recipe& r, const Mat<float>& x, 
   return Tensors{{"xq", to_npy(codes)}, {"xs", to_npy(scales)}, {"y", to_npy(out)}};
 }
 
+Tensors bf16_gemm_rung(const ladder::precision::Recipe& r, const Mat<float>& x, const Mat<float>& w) {
+  require(r.name == "bf16_gemm", "cuda 07-precision/bf16_gemm: params.recipe = {} violates recipe == bf16_gemm",
+          r.name);
+  require(x.cols() == w.rows(), "cuda 07-precision/bf16_gemm: x.cols = {} violates x.cols == w.rows = {}", x.cols(),
+          w.rows());
+  const int64_t M = x.rows(), K = x.cols(), N = w.cols(), Kp = (K + 7) / 8 * 8;
+  const std::vector<uint16_t> xq = ladder::precision::bf16_codes(x, "x"), wq = ladder::precision::bf16_codes(w, "w");
+  const auto n = [](int64_t v) { return static_cast<size_t>(v); };
+  std::vector<uint16_t> a(n(M * Kp), 0), b(n(N * Kp), 0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) a[n(i * Kp + k)] = xq[n(i * K + k)];
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) b[n(j * Kp + k)] = wq[n(k * N + j)];
+  DeviceBuffer<uint16_t> da(a), db(b);
+  DeviceBuffer<float> y(n(M * N));
+  precision::bf16_gemm(da.data(), db.data(), M, N, Kp, y.data());
+  sync();
+  Array<float> out({M, N});
+  out.data = y.to_host();
+  return Tensors{{"xq", to_npy(ladder::precision::bf16_codes_i32(xq, M, K))},
+                 {"wq", to_npy(ladder::precision::bf16_codes_i32(wq, K, N))},
+                 {"y", to_npy(out)}};
+}
+
 Cost gemm_cost(const Shape& s) {  // s = {M, K, N}, as the reference rung's
   Cost c;
   if (s.size() == 3) {
@@ -90,6 +120,12 @@ Cost gemm_cost(const Shape& s) {  // s = {M, K, N}, as the reference rung's
     c.bytes_read = static_cast<double>(s[0] * s[1] + s[1] * s[2]);
     c.bytes_written = 4.0 * static_cast<double>(s[0] * s[2]);
   }
+  return c;
+}
+
+Cost bf16_cost(const Shape& s) {  // two bytes per bf16 code, as the reference rung's
+  Cost c = gemm_cost(s);
+  c.bytes_read *= 2;
   return c;
 }
 
@@ -118,6 +154,11 @@ void rungs_07_precision(Registry& r) {
          "fp32 fragment per nc-chunk, promoted into fp32 registers with the two scales (DeepGEMM's scheme)",
          "cuda", ladder::precision::RecipeFns{"fp8_block", &fp8_block_rung}, &gemm_cost,
          "2 M K N flops; 1 byte per code read, 4 per output written"});
+  r.add({"07-precision", "bf16_gemm", "bf16 GEMM on tensor cores, float32 accumulation (MLA's projections)",
+         "x, w rounded to bf16 RNE, mma.sync m16n8k16 bf16 -> fp32 on 128 x 128 tiles, ldmatrix.x4, a 3-stage "
+         "cp.async ring (bf16_gemm.cuh); K padded with zero codes to a multiple of 8",
+         "cuda", ladder::precision::RecipeFns{"bf16_gemm", &bf16_gemm_rung}, &bf16_cost,
+         "2 M K N flops; 2 bytes per code read, 4 per output written"});
   r.add({"07-precision", "attn_bf16", "bf16 attention forward on tensor cores (stage 02's tiled_bf16, FA2's order)",
          "Q, K, V bf16 RNE, mma.sync m16n8k16 bf16 -> fp32 for S and P V, online softmax over tiles of 64 keys "
          "(bc with more keys per tile refused), P rounded to bf16 before P V; head dims padded to 64 or 128",

@@ -47,7 +47,8 @@ Contract contract_07_precision() {
   Contract c;
   c.stage = "07-precision";
   c.doc = "y = x w under a declared low-precision recipe (params.recipe): a8w8 (int8 per token x per channel, int32 "
-          "sums), fp8_block (E4M3, 1x128 / 128x128 scales, a limited accumulator promoted every nc), or the routed "
+          "sums), fp8_block (E4M3, 1x128 / 128x128 scales, a limited accumulator promoted every nc), bf16_gemm (bf16 "
+          "RNE operands, exact products, float32 sums in any order), or the routed "
           "experts y_a = x_t w[topk_idx[a]] through the ragged dot: moe_a8w8, moe_a8w4 (int4 groups of g along K); "
           "rung (e): MLA decode over an int8 (kv_int8) or FlashMLA FP8 (kv_fp8) cache, u and lse; rung (f): bf16 tiled "
           "attention with float32 accumulation (attn_bf16), o and lse";
@@ -64,7 +65,8 @@ Contract contract_07_precision() {
               {"q", "<f4", "[Lq, d]", "attn_bf16: queries, float32 (the recipe rounds them to bf16)", true},
               {"k", "<f4", "[Lk, d]", "attn_bf16: keys", true},
               {"v", "<f4", "[Lk, dv]", "attn_bf16: values", true}};
-  c.params = {{"recipe", "string", "a8w8 | fp8_block (required): the recipe the candidate declares"},
+  c.params = {{"recipe", "string", "a8w8 | fp8_block | bf16_gemm | moe_* | kv_* | attn_bf16 (required): the recipe the "
+               "candidate declares"},
               {"acc_bits", "int", "fp8_block: the accumulator's significant bits, 8..24 (14; 24 = float32)"},
               {"acc_round", "string", "fp8_block: rne | rtz, how each accumulator addition rounds (rne)"},
               {"nc", "int", "fp8_block: promotion interval N_C, a divisor of 128 (128)"},
@@ -78,7 +80,8 @@ Contract contract_07_precision() {
     o.name = name, o.dtype = dtype, o.shape = shape, o.doc = doc, o.rule = rule, o.k = 0, o.why = why;
     return o;
   };
-  const OutputSpec xq = out("xq", "<i4", "[M, K]", "activation codes: int8 values (a8w8), E4M3 bit patterns 0..255 (fp8_block)",
+  const OutputSpec xq = out("xq", "<i4", "[M, K]", "activation codes: int8 values (a8w8), E4M3 bit patterns 0..255 "
+                            "(fp8_block), bf16 bit patterns 0..65535 (bf16_gemm)",
                             Rule::exact, "quantisation is deterministic: RNE, saturation and the scale rule fix every code");
   const OutputSpec xs = out("xs", "<f4", "[M, 1] | [M, ceil(K/128)]", "activation scales: amax/127 per token, amax/448 per tile",
                             Rule::exact, "the scale rule is one float32 division of the tile's amax: no freedom");
@@ -86,6 +89,8 @@ Contract contract_07_precision() {
                              "the int32 sums of xq wq (a8w8, moe_a8w8); moe_a8w4: per int4 group of g along K",
                              Rule::exact, "an integer sum that cannot overflow (K <= 131071) is the same in every "
                              "order");
+  const OutputSpec wq = out("wq", "<i4", "[K, N]", "bf16_gemm: the weight codes, bf16 bit patterns 0..65535",
+                            Rule::exact, "bf16 RNE of each float32 weight: one code per value, no freedom");
   OutputSpec y = out("y", "<f8", "[M, N] | [T k, N]", "the dequantised product (moe: per assignment)", Rule::bound,
                      "the recipe's rounding (float32 dequant; fp8: the acc_bits accumulator and promotion) bounded per "
                      "element, derived in ladder/07-precision/a8w8.hpp and fp8_block.hpp");
@@ -111,7 +116,7 @@ Contract contract_07_precision() {
     };
     return o;
   };
-  c.outputs = {xq, xs, acc, y,
+  c.outputs = {xq, xs, acc, wq, y,
                attn_out("u", "[B, hidden]", "kv recipes: the layer's attention output u = W_absO o^lat per query token"),
                attn_out("lse", "[B, H] | [Lq]", "kv recipes, attn_bf16: log sum_j e^{s_j} per row (scaled scores)"),
                attn_out("o", "[Lq, dv]", "attn_bf16: the attention output")};
@@ -144,7 +149,7 @@ Contract contract_07_precision() {
     if (r.kv() || r.attn()) return precision::run_attn_recipe(r, in);
     if (r.moe()) return precision::run_moe_recipe(r, moe_operands(in));
     const Operands op = operands(in);
-    if (f.run) {  // a CUDA rung: float32 kernels
+    if (f.run) {  // a CUDA rung, or ref/bf16_gemm (gemm_bf16_cpu): float32 kernels
       require(dtype == DType::F4, "07-precision: rung {} has no float64 function (a float32 kernel)", rung.key());
       return f.run(r, op.x, op.w);
     }

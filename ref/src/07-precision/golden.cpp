@@ -10,6 +10,7 @@
 #include <map>
 
 #include "ladder/07-precision/golden_cases.hpp"
+#include "ladder/core/formats.hpp"
 #include "ladder/core/contract.hpp"
 #include "ladder/core/rng.hpp"
 
@@ -17,7 +18,9 @@ namespace ladder::precision {
 
 namespace {
 
-enum class Kind { a8w8_outliers, a8w8_large_sums, fp8_blocks, fp8_static, fp8_acc24, moe };
+enum class Kind {
+  a8w8_outliers, a8w8_large_sums, fp8_blocks, fp8_static, fp8_acc24, moe, bf16, bf16_scales, bf16_ties
+};
 
 struct CaseSpec {
   Kind kind;
@@ -49,6 +52,21 @@ const std::map<std::string, CaseSpec>& specs() {
                          "int4 groups of 128 along K = 320 (the last one 64), each (expert, group) its own power of two"}},
       {"moe_a8w4_g32", {Kind::moe, 7, 96, 16, 3, 3, 713, R"({"recipe":"moe_a8w4","group":32})",
                         "top-3 of 3 experts: every token in every expert; int4 groups of 32"}},
+      // bf16_gemm (bf16_case): every case's row 0 of x and column 0 of w are coherent (below).
+      {"bf16_mla_o_proj", {Kind::bf16, 4, 2048, 8, 0, 0, 721, R"({"recipe":"bf16_gemm"})",
+                           "MLA output projection slice: DeepSeek-V2's W_O is [H d_v = 128*128, D = 5120]; here H = 16 "
+                           "heads of d_v = 128 (K = 2048), 8 of the D columns, 4 tokens"}},
+      {"bf16_k203", {Kind::bf16, 9, 203, 40, 0, 0, 722, R"({"recipe":"bf16_gemm"})",
+                     "K = 203, not a multiple of 8, 16 or 64 (every k loop's tail); a W_DKV slice (DeepSeek-V2: [D = "
+                     "5120, kv_lora + rope = 576]): 203 of D's rows, 40 of the 576 columns"}},
+      {"bf16_scales", {Kind::bf16_scales, 17, 256, 24, 0, 0, 723, R"({"recipe":"bf16_gemm"})",
+                       "magnitudes 2^-8..2^8 within every row of x (element (i, k) scaled by 2^(((i + 5k) mod 17) - "
+                       "8)); a W_UQ slice (DeepSeek-V2: [q_lora = 1536, H (d_nope + rope) = 128*192]): K = 256, "
+                       "N = 24"}},
+      {"bf16_zeros_ties", {Kind::bf16_ties, 8, 96, 16, 0, 0, 724, R"({"recipe":"bf16_gemm"})",
+                           "exact zeros (+-0, a zero row of x, a zero column of w) and values at bf16 ties and one "
+                           "float32 ulp either side; a W_UKV slice (DeepSeek-V2: [kv_lora = 512, H (d_nope + d_v) = "
+                           "128*256]): K = 96, N = 16"}},
   };
   return s;
 }
@@ -94,6 +112,60 @@ void moe_case(const CaseSpec& cs, Rng& rng, Tensors& inputs, nlohmann::json& par
   inputs = Tensors{{"x", to_npy(x)}, {"w", to_npy(w)}, {"topk_idx", to_npy(idx)}};
 }
 
+// |v| moved to the bf16 value below it plus frac of a bf16 ulp, v's sign kept: frac < 1/2 rounds (RNE) back
+// down, frac > 1/2 up (RTZ: down), 1/2 is a tie.
+float bf16_near(float v, float frac) {
+  const uint16_t q = formats::to_bf16(std::fabs(v), formats::Round::toward_zero);
+  const float base = formats::from_bf16(q), ulp = formats::from_bf16(static_cast<uint16_t>(q + 1)) - base;
+  return std::copysign(base + frac * ulp, v);
+}
+
+// bf16_gemm: x, w normal (w by 2^-6, as a trained projection's weights), the last k's (x's column K - 1, w's row
+// K - 1) at least 1 in magnitude (w: 2^-6) so that a sum stopping one term short is off by more than the bound at
+// K = 2048 (a quarter of an average product there), then per kind: bf16_scales scales x's
+// element (i, k) by 2^(((i + 5k) mod 17) - 8); bf16_ties sets element e = i K + k of x (k N + j of w) by e mod 6 to
+// a zero (+0, -0 alternately), a tie, a tie +- one float32 ulp, or leaves it, and zeroes x's row 3 and w's column 5.
+// Every kind: x's row 0 and w's column 0 share their signs (products all positive) and sit 0.4 of a bf16 ulp above a
+// bf16 value, so the RNE codes are all below them in magnitude: y_00 computed from the unrounded inputs is off by
+// about 2^-8 of sum_k |p_k|, which the bound (K 2^-24 of it) catches for K < 2^16 (bf16_gemm.hpp).
+void bf16_case(const CaseSpec& cs, Rng& rng, MatMap<float>& x, MatMap<float>& w) {
+  const int64_t M = cs.m, K = cs.k, N = cs.n;
+  const auto floor1 = [&](float v, bool last) { return last ? std::copysign(std::fabs(v) + 1.0f, v) : v; };
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      x(i, k) = floor1(static_cast<float>(rng.normal()), k == K - 1);
+      if (cs.kind == Kind::bf16_scales) x(i, k) *= std::ldexp(1.0f, static_cast<int>((i + 5 * k) % 17) - 8);
+    }
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) w(k, j) = std::ldexp(floor1(static_cast<float>(rng.normal()), k == K - 1), -6);
+  if (cs.kind == Kind::bf16_ties) {
+    auto dress = [](float& v, int64_t e) {
+      const float tie = bf16_near(v, 0.5f);
+      switch (e % 6) {
+        case 0: v = (e / 6) % 2 ? -0.0f : 0.0f; break;
+        case 1: v = tie; break;
+        case 2: v = std::nextafter(tie, std::copysign(INFINITY, v)); break;
+        case 3: v = std::nextafter(tie, 0.0f); break;
+        default: break;
+      }
+    };
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) dress(x(i, k), i * K + k);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) dress(w(k, j), k * N + j);
+    x.row(3).setZero();
+    w.col(5).setZero();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const float s = rng.uniform() < 0.5 ? -1.0f : 1.0f;
+    const float a = std::fabs(static_cast<float>(rng.normal())) + 0.25f;
+    const float b = std::fabs(static_cast<float>(rng.normal()));
+    const float xs = cs.kind == Kind::bf16_scales ? std::ldexp(1.0f, static_cast<int>((5 * k) % 17) - 8) : 1.0f;
+    x(0, k) = s * bf16_near(a * xs, 0.4f);
+    w(k, 0) = s * bf16_near(std::ldexp(b + 0.25f, -6), 0.4f);
+  }
+}
+
 }  // namespace
 
 // Rungs (e) and (f): golden_attn.cpp.
@@ -118,6 +190,9 @@ void golden_case(const std::string& name, Tensors& inputs, nlohmann::json& param
   auto xa = x.mat();
   auto wa = w.mat();
   switch (cs.kind) {
+    case Kind::bf16:
+    case Kind::bf16_scales:
+    case Kind::bf16_ties: bf16_case(cs, rng, xa, wa); break;
     case Kind::a8w8_outliers:
       for (int64_t i = 0; i < cs.m; ++i) xa.row(i) *= std::ldexp(1.0f, static_cast<int>(rng.uniform_int(7)) - 3);
       for (int64_t c : {3, 77, 150}) xa.col(c) *= 25.0f;

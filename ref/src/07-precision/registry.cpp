@@ -1,5 +1,6 @@
 // ref/src/07-precision/registry.cpp -- stage 07's reference rungs: one per recipe. Each stores a
 // precision::RecipeFns (ladder/07-precision/recipe.hpp): the recipe's outputs from x, w and the params.
+#include "ladder/07-precision/cpu_gemm.hpp"
 #include "ladder/07-precision/recipe.hpp"
 #include "ladder/core/registry.hpp"
 
@@ -13,6 +14,23 @@ Cost gemm_cost(const Shape& s) {  // s = {M, K, N}
     c.bytes_read = static_cast<double>(s[0] * s[1] + s[1] * s[2]);  // one byte per code
     c.bytes_written = 4.0 * static_cast<double>(s[0] * s[2]);
   }
+  return c;
+}
+// ref/bf16_gemm: the recipe's codes and y = gemm_bf16_cpu on them (float32 only, as the CPU kernels are).
+Tensors bf16_gemm_cpu_rung(const precision::Recipe& r, const Mat<float>& x, const Mat<float>& w) {
+  require(r.name == "bf16_gemm", "ref 07-precision/bf16_gemm: params.recipe = {} violates recipe == bf16_gemm", r.name);
+  require(x.cols() == w.rows(), "bf16_gemm: x.cols = {} violates x.cols == w.rows = {}", x.cols(), w.rows());
+  const std::vector<uint16_t> xq = precision::bf16_codes(x, "x"), wq = precision::bf16_codes(w, "w");
+  Array<float> y({x.rows(), w.cols()});
+  precision::gemm_bf16_cpu(xq.data(), wq.data(), y.data.data(), x.rows(), x.cols(), w.cols());
+  return Tensors{{"xq", to_npy(precision::bf16_codes_i32(xq, x.rows(), x.cols()))},
+                 {"wq", to_npy(precision::bf16_codes_i32(wq, w.rows(), w.cols()))},
+                 {"y", to_npy(y)}};
+}
+
+Cost bf16_cost(const Shape& s) {  // s = {M, K, N}: two bytes per bf16 code
+  Cost c = gemm_cost(s);
+  c.bytes_read *= 2;
   return c;
 }
 // Rungs (e), (f): s = {rows, L, n, dv}: each of `rows` query rows scores L keys of n values and sums L values of dv.
@@ -35,6 +53,11 @@ void register_precision(Registry& r) {
   r.add({"07-precision", "fp8_block", "FP8 E4M3 block-scaled GEMM (DeepSeek-V3 §3.3)",
          "1x128 / 128x128 amax/448 scales, acc_bits-bit accumulator promoted to float32 every nc elements", "ref",
          RecipeFns{"fp8_block"}, &gemm_cost, "2 M K N flops; 1 byte per code read, 4 per output written"});
+  // The bf16 GEMM recipe (ladder/07-precision/bf16_gemm.hpp).
+  r.add({"07-precision", "bf16_gemm", "bf16 GEMM, exact products, float32 accumulation (MLA's projections)",
+         "x, w rounded to bf16 (RNE), y = gemm_bf16_cpu on the codes: VDPBF16PS's pairs, DAZ / FTZ, the same bits on "
+         "every CPU", "ref", RecipeFns{"bf16_gemm", &bf16_gemm_cpu_rung}, &bf16_cost,
+         "2 M K N flops; 2 bytes per code read, 4 per output written"});
   // Rung (d): stage 04's routed experts through the ragged dot (ladder/07-precision/moe_quant.hpp). Here, not in
   // stage 04: they are judged as 07's recipes are (exact codes and int32 sums, a bound derived from the recipe),
   // while stage 04's contract judges float layers by k x a float32 baseline. Cost shape {T k, K, N}.

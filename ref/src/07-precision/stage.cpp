@@ -14,7 +14,7 @@ Stage stage_07_precision() {
   Stage s;
   s.id = "07-precision";
   s.title = "A8W8 int8 GEMM -> FP8 block-scaled GEMM (limited accumulator, promotion every N_C) -> MoE experts A8W8 / "
-            "A8W4 -> MLA decode over an int8 / FP8 KV cache -> bf16 tiled attention";
+            "A8W4 -> MLA decode over an int8 / FP8 KV cache -> bf16 tiled attention -> bf16 GEMM";
   s.contract = &contract_07_precision;
   s.ref_rungs = &register_precision;
   s.golden_cases = &precision::golden_case_names;

@@ -1,13 +1,13 @@
 // ladder/07-precision/recipe.hpp -- a case's declared recipe (its params) and the stage's outputs.
 //
-// params: {"recipe": "a8w8" | "fp8_block" | "moe_a8w8" | "moe_a8w4", "acc_bits": 8..24 (14), "acc_round":
+// params: {"recipe": "a8w8" | "fp8_block" | "bf16_gemm" | "moe_a8w8" | "moe_a8w4", "acc_bits": 8..24 (14), "acc_round":
 //          "rne" | "rtz" ("rne"), "nc": a divisor of 128 (128), "x_scale": 0 = dynamic, or one static
 //          activation scale (0), "group": moe_a8w4's int4 group size along K, even, 2..16384 (128)};
 // acc_bits .. x_scale belong to fp8_block (the int8 recipes refuse them: int32 sums, dynamic scales).
 // Outputs (contract.cpp): xq [M, K] codes, xs activation scales ([M, 1] int8, [M, ceil(K/128)]
 // fp8_block), acc int32 ([M, N] a8w8 and moe_a8w8, [M, ceil(K/g), N] moe_a8w4; none for fp8_block),
-// y [M, N]. The moe recipes (moe_quant.hpp) take w [E, K, N] and topk_idx [T, k]; their M = T k rows are
-// the assignments in order a = t k + j.
+// y [M, N]; bf16_gemm (bf16_gemm.hpp): xq [M, K] and wq [K, N] bf16 codes, y [M, N]. The moe recipes
+// (moe_quant.hpp) take w [E, K, N] and topk_idx [T, k]; their M = T k rows are the assignments in order a = t k + j.
 // Rungs (e) and (f) (attn_recipes.hpp): "kv_int8" | "kv_fp8" (MLA decode over a quantised cache, kv_quant.hpp) and
 // "attn_bf16" (bf16 tiled attention, attn_bf16.hpp); their params: "softmax_scale" (float32 value; 0 = the
 // default: 1/sqrt(192) for MLA, DeepSeek's nope + rope, 1/sqrt(d) for attention), "bc" (attn_bf16: keys per tile).
@@ -18,6 +18,7 @@
 #include <string>
 
 #include "ladder/07-precision/a8w8.hpp"
+#include "ladder/07-precision/bf16_gemm.hpp"
 #include "ladder/07-precision/fp8_block.hpp"
 #include "ladder/07-precision/moe_quant.hpp"
 #include "ladder/core/contract.hpp"
@@ -25,7 +26,7 @@
 namespace ladder::precision {
 
 struct Recipe {
-  std::string name;  // "a8w8", "fp8_block", "moe_a8w8" or "moe_a8w4"
+  std::string name;  // "a8w8", "fp8_block", "bf16_gemm", "moe_a8w8", ... (parse_recipe)
   Fp8Recipe fp8;
   int64_t group = 128;  // moe_a8w4's int4 group along K
   double softmax_scale = 0;  // kv_*, attn_bf16: 0 = the default
@@ -33,7 +34,7 @@ struct Recipe {
   bool moe() const { return name == "moe_a8w8" || name == "moe_a8w4"; }
   bool kv() const { return name == "kv_int8" || name == "kv_fp8"; }
   bool attn() const { return name == "attn_bf16"; }
-  bool gemm() const { return name == "a8w8" || name == "fp8_block"; }
+  bool gemm() const { return name == "a8w8" || name == "fp8_block" || name == "bf16_gemm"; }
 };
 
 inline Recipe parse_recipe(const nlohmann::json& p) {
@@ -42,8 +43,8 @@ inline Recipe parse_recipe(const nlohmann::json& p) {
   Recipe r;
   r.name = p["recipe"].get<std::string>();
   require(r.gemm() || r.moe() || r.kv() || r.attn(),
-          "07-precision: params.recipe = '{}' violates recipe in {{a8w8, fp8_block, moe_a8w8, moe_a8w4, kv_int8, kv_fp8, "
-          "attn_bf16}}", r.name);
+          "07-precision: params.recipe = '{}' violates recipe in {{a8w8, fp8_block, bf16_gemm, moe_a8w8, moe_a8w4, "
+          "kv_int8, kv_fp8, attn_bf16}}", r.name);
   for (const auto& [key, v] : p.items()) {
     const bool fp8_key = key == "acc_bits" || key == "acc_round" || key == "nc" || key == "x_scale";
     require(key == "recipe" || key == "group" || key == "softmax_scale" || key == "bc" || fp8_key,
@@ -106,6 +107,14 @@ inline Array<int32_t> codes_i32(const quant::Quantized& q) {
 
 // The reference recipe on x [M, K], w [K, N]: every output it defines, y in float32.
 inline Tensors run_recipe(const Recipe& r, const Mat<float>& x, const Mat<float>& w) {
+  if (r.name == "bf16_gemm") {
+    const Bf16Result b = bf16_gemm_chain(x, w);
+    Array<float> y({x.rows(), w.cols()});
+    y.data = b.y;
+    return Tensors{{"xq", to_npy(bf16_codes_i32(b.xq, x.rows(), x.cols()))},
+                   {"wq", to_npy(bf16_codes_i32(b.wq, w.rows(), w.cols()))},
+                   {"y", to_npy(y)}};
+  }
   if (r.name == "a8w8") {
     const A8W8Result a = a8w8_gemm(x, w);
     return Tensors{{"xq", to_npy(codes_i32(a.xq))},
@@ -127,6 +136,16 @@ struct OracleOut {
 };
 inline OracleOut oracle_recipe(const Recipe& r, const Mat<float>& x, const Mat<float>& w) {
   OracleOut o;
+  if (r.name == "bf16_gemm") {
+    require(x.cols() == w.rows(), "bf16_gemm: x.cols = {} violates x.cols == w.rows = {}", x.cols(), w.rows());
+    const std::vector<uint16_t> xq = bf16_codes(x, "x"), wq = bf16_codes(w, "w");
+    Bf16Oracle b = bf16_gemm_oracle(xq, wq, x.rows(), x.cols(), w.cols());
+    o.outputs = Tensors{{"xq", to_npy(bf16_codes_i32(xq, x.rows(), x.cols()))},
+                        {"wq", to_npy(bf16_codes_i32(wq, w.rows(), w.cols()))},
+                        {"y", to_npy(b.y)}};
+    o.bound = std::move(b.bound);
+    return o;
+  }
   Array<double> y({x.rows(), w.cols()}), b({x.rows(), w.cols()});
   if (r.name == "a8w8") {
     const A8W8Result a = a8w8_gemm(x, w);  // codes, scales and acc are exact: the oracle's own
@@ -191,7 +210,8 @@ inline OracleOut oracle_moe_recipe(const Recipe& r, const MoeOperands& m) {
 
 namespace ladder::precision {
 // The function a registry rung stores: the recipe it computes (run_rung refuses a case of another) and, for a
-// rung of another backend (the CUDA a8w8, cuda/src/07-precision/registry.cpp), its own float32 run of a GEMM
+// rung of another backend (the CUDA a8w8, cuda/src/07-precision/registry.cpp) or a compiled CPU kernel (ref/bf16_gemm:
+// gemm_bf16_cpu, ref/src/07-precision/registry.cpp), its own float32 run of a GEMM
 // recipe on x [M, K], w [K, N] with the outputs run_recipe defines; null = the reference recipe (run_recipe).
 // run_attn: the same for the attention recipes (the CUDA attn_bf16): the case's inputs -> the outputs
 // run_attn_recipe defines (attn_recipes.hpp); null = the reference.
