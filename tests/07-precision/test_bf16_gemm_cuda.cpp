@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "bf16_gemm_check.hpp"
@@ -71,7 +72,8 @@ TEST_CASE("07 CUDA: every bf16 GEMM tile configuration is within the same bound,
                                  {200, 136, 160}, {300, 270, 200}, {257, 129, 72}};
   for (int ci = 0; ci < cp::kBf16GemmConfigs; ++ci) {
     const auto config = static_cast<cp::Bf16GemmConfig>(ci);
-    CAPTURE(cp::bf16_gemm_config_name(config));
+    const std::string name = cp::bf16_gemm_config_name(config);
+    CAPTURE(name);
     Rng rng(4007 + static_cast<uint64_t>(ci));
     for (const Shape& s : shapes) {
       CAPTURE(s.M);
