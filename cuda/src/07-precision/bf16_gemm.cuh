@@ -28,8 +28,9 @@
 //   regs    fragments in two register buffers: k block h + 1 of step kt is loaded before block h's mma issue,
 //           and block 0 of step kt + 1 (after that step's wait and barrier) before the last block's, so
 //           ldmatrix latency hides behind mma. ptxas (CUDA 13.0, -Xptxas -v), registers per thread / spill:
-//             tile128x128      sm_80 234, sm_90 254, no spill (228 / 248 before the configurations: the same
-//                              instructions, allocated differently)
+//             tile128x128      sm_80 234, sm_90 254, no spill (228 / 248 before the configurations, same
+//                              operations in the same order; why ptxas allocates 6 more is not looked into;
+//                              under the (128, 2) cap of 255 either way)
 //             tile128x256      sm_80 248, sm_90 255, no spill
 //             tile256x128      sm_80 248, sm_90 248, no spill
 //             tile128x256_k64  sm_80 255, sm_90 255, 8 bytes spilled (stores and loads) on both
