@@ -51,11 +51,15 @@ def issue_targets(bench, peers):
         ratio = bench.get(key)
         if isinstance(ratio, (int, float)) and ratio == ratio:  # present and not NaN
             add(what, f"old / new time = {ratio:.2f}", ratio > 1)
-    bf16 = next((r for name, r in rows.items() if name.startswith("bf16 mma GEMM")), None)
-    if bf16 and bf16.get("cublas_ms"):
-        share = bf16["cublas_ms"] / bf16["ms"]  # our speed as a share of cuBLAS bf16's, same shape, same run
-        add("bf16 mma GEMM >= 60% of cuBLAS bf16 at 4096^3", f"{100 * share:.0f}% ({bf16['ms']:.3f} ms vs cuBLAS "
-            f"{bf16['cublas_ms']:.3f} ms)", share >= 0.6)
+    # One bf16 GEMM row per tile configuration (bench_gpu_lowp.cpp), each with the same cuBLAS time: the target
+    # is judged on the fastest, named; the table above lists every configuration's ratio.
+    bf16 = [r for name, r in rows.items() if name.startswith("bf16 mma GEMM") and r.get("cublas_ms")]
+    if bf16:
+        best = min(bf16, key=lambda r: r["ms"])
+        share = best["cublas_ms"] / best["ms"]  # our speed as a share of cuBLAS bf16's, same shape, same run
+        add(f"bf16 mma GEMM >= 60% of cuBLAS bf16 at 4096^3 (fastest of {len(bf16)} tile configurations)",
+            f"{100 * share:.0f}% ({best['ms']:.3f} ms vs cuBLAS {best['cublas_ms']:.3f} ms; {best['rung']})",
+            share >= 0.6)
     # The tensor-core attention forward against SDPA's FlashAttention backend in bf16, same shape (issue 42).
     for suffix in ("", " causal"):
         mine = rows.get("attention fwd bf16 mma (FA2)" + suffix)

@@ -1,7 +1,7 @@
 // bench/gpu/bench_gpu_lowp.cpp -- bench_gpu's tensor-core GEMM rows (the gemm group, after the fp32 project
-// GEMM): the bf16 GEMM (cuda::precision::bf16_gemm) beside cuBLAS bf16 (cublasGemmEx, tensor-op math for that
-// call only), its "÷ floor" against the fp32 FMA floor, so below 1; and the A8W8 GEMMs (tensor-core
-// a8w8_gemm_mma(_nk), __dp4a a8w8_gemm) beside cuBLAS int8 (cublasGemmEx, TN).
+// GEMM): the bf16 GEMM (cuda::precision::bf16_gemm, one row per tile configuration) beside cuBLAS bf16
+// (cublasGemmEx, tensor-op math for that call only), its "÷ floor" against the fp32 FMA floor, so below 1; and
+// the A8W8 GEMMs (tensor-core a8w8_gemm_mma(_nk), __dp4a a8w8_gemm) beside cuBLAS int8 (cublasGemmEx, TN).
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
@@ -37,12 +37,18 @@ void lowp_gemm_rows(std::vector<Row>& rows, cublasHandle_t h, int64_t n, float* 
                  "cublasGemmEx");
   });
   check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
-  Row r{"bf16 mma GEMM (128x128 tiles, mma.sync m16n8k16, 3-stage cp.async), C = A B^T",
-        fmt::format("{0}x{0}x{0} bf16 -> fp32", n), "flops",
-        time_ms([&] { cuda::precision::bf16_gemm(A16.data(), B16.data(), n, n, n, c); }),
-        2.0 * double(n) * double(n) * double(n)};
-  r.cublas_ms = cublas_bf16_ms;
-  rows.push_back(r);
+  // One row per tile configuration (cuda::precision::Bf16GemmConfig), each beside the same cuBLAS time: the
+  // default first, under the name the earlier reports used.
+  for (int ci = 0; ci < cuda::precision::kBf16GemmConfigs; ++ci) {
+    const auto config = static_cast<cuda::precision::Bf16GemmConfig>(ci);
+    Row r{ci == 0 ? std::string("bf16 mma GEMM (128x128 tiles, mma.sync m16n8k16, 3-stage cp.async), C = A B^T")
+                  : fmt::format("bf16 mma GEMM ({}), C = A B^T", cuda::precision::bf16_gemm_config_name(config)),
+          fmt::format("{0}x{0}x{0} bf16 -> fp32", n), "flops",
+          time_ms([&] { cuda::precision::bf16_gemm(A16.data(), B16.data(), n, n, n, c, config); }),
+          2.0 * double(n) * double(n) * double(n)};
+    r.cublas_ms = cublas_bf16_ms;
+    rows.push_back(r);
+  }
 
   // int8 (issue 42): the A8W8 GEMMs -- tensor cores (mma.sync m16n8k32 s8) and __dp4a -- beside cuBLAS int8
   // (cublasGemmEx, CUDA_R_8I inputs, CUDA_R_32I output, CUBLAS_COMPUTE_32I, "TN": the weight [N, K] and the

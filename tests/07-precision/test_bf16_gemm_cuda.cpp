@@ -4,14 +4,19 @@
 // chunk per row), and 2 x 2 tiles with K = 160 (five steps: the 3-stage ring wraps). Every output is judged
 // (C starts as NaN, so a cell never written fails) and C's guard past M x N must stay untouched. Bad K,
 // misaligned operands and oversized M are refused naming the parameter. Under SIMT in three schedules and
-// under TSan (the ragged shape alone there); on the device in the GPU build. The planted mistakes:
-// test_bf16_gemm_cuda_planted.cu. And the CUDA rung cuda/bf16_gemm (cuda/src/07-precision/registry.cpp) on every
-// bf16_gemm golden through stage 07's contract: xq, wq exactly, y within the recipe's bound (bf16_gemm.hpp).
+// under TSan (the ragged shape alone there); on the device in the GPU build. Every tile configuration
+// (cp::Bf16GemmConfig: the larger ones on dynamic shared memory with the opt-in) the same way, on those shapes and
+// on edges where M, N are not multiples of any block tile and K % 8 == 0 is not a multiple of any k step (32,
+// 64), over several blocks both ways; a value that is no configuration is refused naming `config`. The planted
+// mistakes (and a big configuration launched without the opt-in): test_bf16_gemm_cuda_planted.cu. And the CUDA
+// rung cuda/bf16_gemm (cuda/src/07-precision/registry.cpp) on every bf16_gemm golden through stage 07's contract:
+// xq, wq exactly, y within the recipe's bound (bf16_gemm.hpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "bf16_gemm_check.hpp"
@@ -62,6 +67,54 @@ TEST_CASE("07 CUDA: the bf16 tensor-core GEMM is within its derived bound of the
     INFO("worst |c - exact| / bound = " << j.worst);
     CHECK(j.outside == 0);
   }
+}
+
+TEST_CASE("07 CUDA: every bf16 GEMM tile configuration is within the same bound, on ragged shapes and edges") {
+  struct Shape {
+    int64_t M, N, K;
+  };
+  const std::vector<Shape> shapes =
+      kTsan ? std::vector<Shape>{{77, 45, 40}}
+            : std::vector<Shape>{{128, 128, 64}, {77, 45, 40},   {130, 140, 8},
+                                 {200, 136, 160}, {300, 270, 200}, {257, 129, 72}};
+  for (int ci = 0; ci < cp::kBf16GemmConfigs; ++ci) {
+    const auto config = static_cast<cp::Bf16GemmConfig>(ci);
+    const std::string name = cp::bf16_gemm_config_name(config);
+    CAPTURE(name);
+    Rng rng(4007 + static_cast<uint64_t>(ci));
+    for (const Shape& s : shapes) {
+      CAPTURE(s.M);
+      CAPTURE(s.N);
+      CAPTURE(s.K);
+      const std::vector<uint16_t> a = test_bf16::random_bf16(rng, s.M, s.K),
+                                  b = test_bf16::random_bf16(rng, s.N, s.K);
+      const size_t cells = static_cast<size_t>(s.M * s.N), guard = static_cast<size_t>(s.N + 64);
+      const std::vector<float> nan(cells + guard, std::numeric_limits<float>::quiet_NaN());
+      cuda::DeviceBuffer<uint16_t> da(a), db(b);
+      cuda::DeviceBuffer<float> dc(nan);
+      cp::bf16_gemm(da.data(), db.data(), s.M, s.N, s.K, dc.data(), config);
+      cuda::sync();
+      std::vector<float> c = dc.to_host();
+      CHECK(std::memcmp(c.data() + cells, nan.data() + cells, guard * sizeof(float)) == 0);  // nothing past C
+      c.resize(cells);
+      const test_bf16::Judged j = test_bf16::judge(a, b, c, s.M, s.N, s.K);
+      INFO("worst |c - exact| / bound = " << j.worst);
+      CHECK(j.outside == 0);
+    }
+  }
+}
+
+TEST_CASE("07 CUDA: bf16_gemm refuses a config that is none of Bf16GemmConfig's, and M past its grid, naming them") {
+  cuda::DeviceBuffer<uint16_t> a(std::vector<uint16_t>(64, 0)), b(std::vector<uint16_t>(64, 0));
+  cuda::DeviceBuffer<float> c(std::vector<float>(16, 0.0f));
+  CHECK_THROWS_WITH_AS(cp::bf16_gemm(a.data(), b.data(), 2, 2, 8, c.data(), static_cast<cp::Bf16GemmConfig>(4)),
+                       doctest::Contains("bf16_gemm: config = 4 violates 0 <= config < 4"), Error);
+  CHECK_THROWS_WITH_AS(cp::bf16_gemm(a.data(), b.data(), 2, 2, 8, c.data(), static_cast<cp::Bf16GemmConfig>(-1)),
+                       doctest::Contains("config = -1 violates"), Error);
+  // 256-row blocks: the grid's 65535 rows of blocks end at M = 65535 * 256.
+  CHECK_THROWS_WITH_AS(cp::bf16_gemm(a.data(), b.data(), int64_t{65535} * 256 + 1, 2, 8, c.data(),
+                                     cp::Bf16GemmConfig::tile256x128),
+                       doctest::Contains("M = 16776961 violates 0 <= M <= 16776960 (grid y = ceil(M / 256)"), Error);
 }
 
 TEST_CASE("07 CUDA: bf16_gemm refuses K % 8 != 0, misaligned operands and M past the grid, naming them") {

@@ -25,8 +25,9 @@ ladder_add_test(test_07_attn_bf16_cuda
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attn_bf16_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_attn_bf16_cuda_planted.cu
   LIBS ladder_cuda ladder_core SIMT)
 # The bf16 tensor-core GEMM (cuda/src/07-precision/bf16_gemm.cuh) against the fp64 oracle within its derived bound,
-# the same way (every schedule, TSan, and on the device in the GPU build); mistakes planted in the kernel itself (an
-# ldmatrix row off by one, a store mask off by one, no cp.async wait_group) each caught.
+# the same way (every schedule, TSan, and on the device in the GPU build), in every tile configuration; mistakes
+# planted in the kernel itself (an ldmatrix row off by one, a store mask off by one, no cp.async wait_group) each
+# caught in each configuration, and a big configuration launched without its dynamic shared memory opt-in refused.
 ladder_add_test(test_07_bf16_gemm_cuda
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_bf16_gemm_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_bf16_gemm_cuda_planted.cu
   LIBS ladder_cuda ladder_core SIMT)

@@ -150,21 +150,29 @@ void fp8_block_gemm(const uint8_t* xq, const float* xs, const uint8_t* wq, const
   detail::launch_fp8_mma(a.data(), wt.data(), xs, ws, m, p, n, static_cast<int>(nc), y);
 }
 
-void bf16_gemm(const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, float* c) {
+void bf16_gemm(const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, float* c, Bf16GemmConfig config) {
+  const int ci = static_cast<int>(config);
+  require(ci >= 0 && ci < kBf16GemmConfigs,
+          "cuda::precision::bf16_gemm: config = {} violates 0 <= config < {} (a Bf16GemmConfig)", ci,
+          kBf16GemmConfigs);
+  const int64_t rows = bf16_gemm_block_rows(config);
   require(K >= 8 && K % 8 == 0 && K <= kIntMax,
           "cuda::precision::bf16_gemm: K = {} violates K % 8 == 0 and 8 <= K <= 2^31 - 1 (rows of whole 16-byte "
           "cp.async chunks)", K);
   require(N >= 0 && N <= kIntMax, "cuda::precision::bf16_gemm: N = {} violates 0 <= N <= 2^31 - 1", N);
-  require(M >= 0 && (M + kBf16GemmTile - 1) / kBf16GemmTile <= 65535,
+  require(M >= 0 && (M + rows - 1) / rows <= 65535,
           "cuda::precision::bf16_gemm: M = {} violates 0 <= M <= {} (grid y = ceil(M / {}) <= 65535)", M,
-          int64_t{65535} * kBf16GemmTile, kBf16GemmTile);
+          int64_t{65535} * rows, rows);
   if (M == 0 || N == 0) return;
   require(a && b && c, "cuda::precision::bf16_gemm: a null pointer with M = {}, N = {}", M, N);
   require(reinterpret_cast<uintptr_t>(a) % 16 == 0, "cuda::precision::bf16_gemm: a = {} violates 16-byte alignment "
           "(cp.async copies 16 bytes)", static_cast<const void*>(a));
   require(reinterpret_cast<uintptr_t>(b) % 16 == 0, "cuda::precision::bf16_gemm: b = {} violates 16-byte alignment "
           "(cp.async copies 16 bytes)", static_cast<const void*>(b));
-  detail::launch_bf16_gemm(a, b, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), c);
+  require(detail::launch_bf16_gemm(a, b, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), c, config),
+          "cuda::precision::bf16_gemm: config = {} ({}): cudaFuncSetAttribute(MaxDynamicSharedMemorySize = {} "
+          "bytes) failed (a device with less shared memory per block?)", ci, bf16_gemm_config_name(config),
+          bf16_gemm_smem_bytes(config));
 }
 
 }  // namespace ladder::cuda::precision

@@ -42,11 +42,38 @@ void a8w8_gemm_mma(const int8_t* xq, const float* xs, const int8_t* wq, const fl
 // no copy. wt 16-byte aligned too.
 void a8w8_gemm_mma_nk(const int8_t* xq, const float* xs, const int8_t* wt, const float* ws, int64_t M, int64_t K,
                       int64_t N, int32_t* acc, float* y);
+// The bf16 GEMM's tile configurations (each stated in cuda/src/07-precision/bf16_gemm.cuh): block tile of C,
+// k step, cp.async ring stages, warps of 64 x 64. The first is the default; the others need the dynamic shared
+// memory opt-in (cudaFuncSetAttribute, which the launch does).
+enum class Bf16GemmConfig : int {
+  tile128x128 = 0,      // 128 x 128, k 32, 3 stages, 4 warps: 48 KiB static shared memory
+  tile128x256 = 1,      // 128 x 256, k 32, 4 stages, 8 warps: 96 KiB dynamic
+  tile256x128 = 2,      // 256 x 128, k 32, 4 stages, 8 warps: 96 KiB dynamic
+  tile128x256_k64 = 3,  // 128 x 256, k 64, 3 stages, 8 warps: 144 KiB dynamic
+};
+inline constexpr int kBf16GemmConfigs = 4;
+inline constexpr int bf16_gemm_block_rows(Bf16GemmConfig c) { return c == Bf16GemmConfig::tile256x128 ? 256 : 128; }
+inline constexpr int bf16_gemm_smem_bytes(Bf16GemmConfig c) {
+  return c == Bf16GemmConfig::tile128x128 ? 3 * 256 * 32 * 2
+         : c == Bf16GemmConfig::tile128x256_k64 ? 3 * 384 * 64 * 2 : 4 * 384 * 32 * 2;
+}
+inline constexpr const char* bf16_gemm_config_name(Bf16GemmConfig c) {
+  switch (c) {
+    case Bf16GemmConfig::tile128x128: return "128x128 k32 3-stage, 4 warps, 48 KiB static";
+    case Bf16GemmConfig::tile128x256: return "128x256 k32 4-stage, 8 warps, 96 KiB dynamic";
+    case Bf16GemmConfig::tile256x128: return "256x128 k32 4-stage, 8 warps, 96 KiB dynamic";
+    case Bf16GemmConfig::tile128x256_k64: return "128x256 k64 3-stage, 8 warps, 144 KiB dynamic";
+  }
+  return "not a configuration";
+}
 // c [M, N] fp32 = a [M, K] b [N, K]^T ("NT", as the fp32 GEMM), a and b bf16 bit patterns, row-major, on the
 // tensor cores (mma.sync m16n8k16, fp32 accumulation; order and tiling in cuda/src/07-precision/bf16_gemm.cuh).
 // Not the reference's bits: each mma's internal order is the hardware's, so the result is judged by a bound.
 // K % 8 == 0 (rows of whole 16-byte cp.async chunks) and a, b 16-byte aligned are required.
-void bf16_gemm(const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, float* c);
+// `config` picks the tile configuration (Bf16GemmConfig above; every one accumulates in the same order, so the
+// same bound holds); a value that is none of them is refused naming `config`.
+void bf16_gemm(const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, float* c,
+               Bf16GemmConfig config = Bf16GemmConfig::tile128x128);
 // DeepSeek-V3's FP8 block-scaled GEMM on the tensor cores (mma.sync m16n8k32 e4m3 -> f32, promotion every nc
 // elements; cuda/src/07-precision/fp8_mma.cuh): xq [M, K] E4M3 codes with xs [M, ceil(K / 128)] (1 x 128 tiles),
 // wq [K, N] codes with ws [ceil(K / 128), ceil(N / 128)] (128 x 128 blocks), y [M, N] float32. Not the

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ladder/cuda/07-precision/precision.hpp"  // Bf16GemmConfig
+
 namespace ladder::cuda::precision {
 
 inline constexpr int kRowThreads = 256;  // per-token int8: one block of 256 threads per row
@@ -38,7 +40,8 @@ void launch_gemm_s8_dp4a(const int8_t* a, const int8_t* b, const float* xs, cons
                          int32_t* acc, float* y);
 // c [M, N] fp32 = a [M, K] b [N, K]^T, bf16 bit patterns, on mma.sync m16n8k16 (bf16_gemm.cuh); K % 8 == 0,
 // a and b 16-byte aligned.
-void launch_bf16_gemm(const uint16_t* a, const uint16_t* b, int M, int N, int K, float* c);
+// `config` one of Bf16GemmConfig's; false when the dynamic shared memory opt-in failed (nothing launched).
+bool launch_bf16_gemm(const uint16_t* a, const uint16_t* b, int M, int N, int K, float* c, Bf16GemmConfig config);
 // wt [N, K] = wq [K, N]^T (int8): the weight layout the tensor-core A8W8 GEMM takes.
 void launch_a8w8_transpose(const int8_t* wq, int K, int N, int8_t* wt);
 // acc [M, N] = a [M, K] wt [N, K]^T in int32 on mma.sync m16n8k32 s8 (a8w8_mma.cuh), y as launch_gemm_s8_dp4a's;
