@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "ladder/07-precision/recipe.hpp"
+#include "ladder/07-precision/recipe_cost.hpp"
 #include "ladder/core/registry.hpp"
 #include "ladder/cuda/07-precision/attn_bf16.hpp"
 #include "ladder/cuda/07-precision/precision.hpp"
@@ -26,6 +27,7 @@
 
 namespace ladder::cuda {
 namespace {
+using ladder::precision::attn_cost, ladder::precision::bf16_cost, ladder::precision::gemm_cost;  // recipe_cost.hpp
 
 Tensors a8w8_rung(const ladder::precision::Recipe& r, const Mat<float>& x, const Mat<float>& w) {
   require(r.name == "a8w8", "cuda 07-precision/a8w8: params.recipe = {} violates recipe == a8w8", r.name);
@@ -111,33 +113,6 @@ Tensors bf16_gemm_rung(const ladder::precision::Recipe& r, const Mat<float>& x, 
   return Tensors{{"xq", to_npy(ladder::precision::bf16_codes_i32(xq, M, K))},
                  {"wq", to_npy(ladder::precision::bf16_codes_i32(wq, K, N))},
                  {"y", to_npy(out)}};
-}
-
-Cost gemm_cost(const Shape& s) {  // s = {M, K, N}, as the reference rung's
-  Cost c;
-  if (s.size() == 3) {
-    c.flops = 2.0 * static_cast<double>(s[0] * s[1] * s[2]);
-    c.bytes_read = static_cast<double>(s[0] * s[1] + s[1] * s[2]);
-    c.bytes_written = 4.0 * static_cast<double>(s[0] * s[2]);
-  }
-  return c;
-}
-
-Cost bf16_cost(const Shape& s) {  // two bytes per bf16 code, as the reference rung's
-  Cost c = gemm_cost(s);
-  c.bytes_read *= 2;
-  return c;
-}
-
-// Rungs (e), (f): s = {rows, L, n, dv}, as the reference rung's.
-Cost attn_cost(const Shape& s) {
-  Cost c;
-  if (s.size() == 4) {
-    c.flops = 2.0 * static_cast<double>(s[0] * s[1] * (s[2] + s[3]));
-    c.bytes_read = static_cast<double>(s[1] * s[2]);
-    c.bytes_written = 4.0 * static_cast<double>(s[0] * s[3]);
-  }
-  return c;
 }
 
 }  // namespace

@@ -2,20 +2,13 @@
 // precision::RecipeFns (ladder/07-precision/recipe.hpp): the recipe's outputs from x, w and the params.
 #include "ladder/07-precision/cpu_gemm.hpp"
 #include "ladder/07-precision/recipe.hpp"
+#include "ladder/07-precision/recipe_cost.hpp"
 #include "ladder/core/registry.hpp"
 
 namespace ladder {
 
 namespace {
-Cost gemm_cost(const Shape& s) {  // s = {M, K, N}
-  Cost c;
-  if (s.size() == 3) {
-    c.flops = 2.0 * static_cast<double>(s[0] * s[1] * s[2]);
-    c.bytes_read = static_cast<double>(s[0] * s[1] + s[1] * s[2]);  // one byte per code
-    c.bytes_written = 4.0 * static_cast<double>(s[0] * s[2]);
-  }
-  return c;
-}
+using precision::attn_cost, precision::bf16_cost, precision::gemm_cost;  // recipe_cost.hpp
 // ref/bf16_gemm: the recipe's codes and y = gemm_bf16_cpu on them (float32 only, as the CPU kernels are).
 Tensors bf16_gemm_cpu_rung(const precision::Recipe& r, const Mat<float>& x, const Mat<float>& w) {
   require(r.name == "bf16_gemm", "ref 07-precision/bf16_gemm: params.recipe = {} violates recipe == bf16_gemm", r.name);
@@ -26,22 +19,6 @@ Tensors bf16_gemm_cpu_rung(const precision::Recipe& r, const Mat<float>& x, cons
   return Tensors{{"xq", to_npy(precision::bf16_codes_i32(xq, x.rows(), x.cols()))},
                  {"wq", to_npy(precision::bf16_codes_i32(wq, w.rows(), w.cols()))},
                  {"y", to_npy(y)}};
-}
-
-Cost bf16_cost(const Shape& s) {  // s = {M, K, N}: two bytes per bf16 code
-  Cost c = gemm_cost(s);
-  c.bytes_read *= 2;
-  return c;
-}
-// Rungs (e), (f): s = {rows, L, n, dv}: each of `rows` query rows scores L keys of n values and sums L values of dv.
-Cost attn_cost(const Shape& s) {
-  Cost c;
-  if (s.size() == 4) {
-    c.flops = 2.0 * static_cast<double>(s[0] * s[1] * (s[2] + s[3]));
-    c.bytes_read = static_cast<double>(s[1] * s[2]);  // one byte per cached code (the cache is read once)
-    c.bytes_written = 4.0 * static_cast<double>(s[0] * s[3]);
-  }
-  return c;
 }
 }  // namespace
 
