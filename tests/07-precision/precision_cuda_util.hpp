@@ -1,13 +1,18 @@
 // tests/07-precision/precision_cuda_util.hpp -- what stage 07's CUDA tests share (test_precision_cuda.cpp,
 // test_a8w8_mma_cuda.cpp, test_fp8_mma_cuda.cpp): the TSan build's settings, the build's kind, and two helpers.
 #pragma once
+#include <doctest/doctest.h>
 #include <omp.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "golden_util.hpp"
+#include "ladder/core/contract.hpp"
+#include "ladder/core/registry.hpp"
 #include "ladder/core/rng.hpp"
 #include "ladder/core/tensor.hpp"
 
@@ -54,6 +59,25 @@ inline Mat<float> operand(Rng& rng, int64_t rows, int64_t cols, bool per_row) {
       m(r, c) = g % 7 == 5 ? 0.0f : static_cast<float>(rng.normal() * std::ldexp(1.0, static_cast<int>(g % 17) - 8));
     }
   return m;
+}
+
+// `rung` on stage 07's golden case `name` at float32: it returns `outputs` tensors and each passes the contract's
+// judge (the report in the log when it does not). The case and the outputs come back for the caller's own checks.
+struct GoldenRun {
+  CaseFolder cf;
+  Tensors out;
+};
+inline GoldenRun run_golden(const Contract& c, const Rung& rung, const std::string& name, size_t outputs) {
+  GoldenRun g{read_case(c, test::golden_dir("07-precision") / name), {}};
+  g.out = run_rung(c, rung, g.cf.inputs, g.cf.params, DType::F4);
+  CHECK(g.out.size() == outputs);
+  for (const auto& [k, v] : g.out) {
+    CAPTURE(k);
+    const CheckReport r = check(c, g.cf.inputs, g.cf.params, g.cf.expected, k, v);
+    INFO(r.text);
+    CHECK(r.pass);
+  }
+  return g;
 }
 
 }  // namespace ladder::test_precision

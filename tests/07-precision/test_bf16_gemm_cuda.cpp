@@ -29,6 +29,7 @@
 #include "ladder/core/rng.hpp"
 #include "ladder/cuda/07-precision/precision.hpp"
 #include "ladder/cuda/device.hpp"
+#include "precision_cuda_util.hpp"
 
 using namespace ladder;
 namespace cp = ladder::cuda::precision;
@@ -143,15 +144,7 @@ TEST_CASE("07 CUDA: the bf16_gemm rung passes every bf16_gemm golden case throug
   CHECK(cases.size() == (kTsan ? 1u : 4u));
   for (const std::string& name : cases) {
     CAPTURE(name);
-    const CaseFolder cf = read_case(c, test::golden_dir("07-precision") / name);
-    const Tensors out = run_rung(c, rung, cf.inputs, cf.params, DType::F4);
-    CHECK(out.size() == 3);
-    for (const auto& [k, v] : out) {
-      CAPTURE(k);
-      const CheckReport r = check(c, cf.inputs, cf.params, cf.expected, k, v);
-      INFO(r.text);
-      CHECK(r.pass);
-    }
+    const CaseFolder cf = test_precision::run_golden(c, rung, name, 3).cf;
     CHECK_THROWS_WITH_AS(run_rung(c, rung, cf.inputs, cf.params, DType::F8), doctest::Contains("no float64 function"),
                          Error);
   }

@@ -169,15 +169,7 @@ TEST_CASE("07 CUDA: the fp8_block rung passes every fp8 golden case through the 
                                                                           "fp8_static_saturate", "fp8_acc24_nc32"};
   for (const std::string& name : cases) {
     CAPTURE(name);
-    const CaseFolder cf = read_case(c, test::golden_dir("07-precision") / name);
-    const Tensors out = run_rung(c, rung, cf.inputs, cf.params, DType::F4);
-    CHECK(out.size() == 3);
-    for (const auto& [k, v] : out) {
-      CAPTURE(k);
-      const CheckReport r = check(c, cf.inputs, cf.params, cf.expected, k, v);
-      INFO(r.text);
-      CHECK(r.pass);
-    }
+    const auto [cf, out] = run_golden(c, rung, name, 3);
     if (kEmulator && name == "fp8_acc24_nc32") {  // a float32 accumulator: the emulated mma's own arithmetic
       const Tensors want = run_rung(c, ref, cf.inputs, cf.params, DType::F4);
       for (const auto& [k, v] : out) CHECK(v.bytes == want.at(k).bytes);
