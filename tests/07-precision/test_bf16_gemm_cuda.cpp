@@ -40,68 +40,52 @@ constexpr bool kTsan = true;
 #else
 constexpr bool kTsan = false;
 #endif
+
+struct GemmShape {
+  int64_t M, N, K;
+};
+
+// C = A B^T of random bf16 operands in `config`: C starts as NaN (a cell never written fails), its guard past
+// M x N must stay untouched, and every output must lie within the derived bound (bf16_gemm_check.hpp).
+void check_shape(Rng& rng, const GemmShape& s, cp::Bf16GemmConfig config) {
+  CAPTURE(s.M);
+  CAPTURE(s.N);
+  CAPTURE(s.K);
+  const std::vector<uint16_t> a = test_bf16::random_bf16(rng, s.M, s.K), b = test_bf16::random_bf16(rng, s.N, s.K);
+  const size_t cells = static_cast<size_t>(s.M * s.N), guard = static_cast<size_t>(s.N + 64);
+  const std::vector<float> nan(cells + guard, std::numeric_limits<float>::quiet_NaN());
+  cuda::DeviceBuffer<uint16_t> da(a), db(b);
+  cuda::DeviceBuffer<float> dc(nan);
+  cp::bf16_gemm(da.data(), db.data(), s.M, s.N, s.K, dc.data(), config);
+  cuda::sync();
+  std::vector<float> c = dc.to_host();
+  CHECK(std::memcmp(c.data() + cells, nan.data() + cells, guard * sizeof(float)) == 0);  // nothing past C
+  c.resize(cells);
+  const test_bf16::Judged j = test_bf16::judge(a, b, c, s.M, s.N, s.K);
+  INFO("worst |c - exact| / bound = " << j.worst);
+  CHECK(j.outside == 0);
+}
 }  // namespace
 
 TEST_CASE("07 CUDA: the bf16 tensor-core GEMM is within its derived bound of the fp64 oracle, masks included") {
-  struct Shape {
-    int64_t M, N, K;
-  };
-  const std::vector<Shape> shapes =
-      kTsan ? std::vector<Shape>{{77, 45, 40}}
-            : std::vector<Shape>{{128, 128, 64}, {77, 45, 40}, {130, 140, 8}, {200, 136, 160}};
+  const std::vector<GemmShape> shapes =
+      kTsan ? std::vector<GemmShape>{{77, 45, 40}}
+            : std::vector<GemmShape>{{128, 128, 64}, {77, 45, 40}, {130, 140, 8}, {200, 136, 160}};
   Rng rng(4005);
-  for (const Shape& s : shapes) {
-    CAPTURE(s.M);
-    CAPTURE(s.N);
-    CAPTURE(s.K);
-    const std::vector<uint16_t> a = test_bf16::random_bf16(rng, s.M, s.K), b = test_bf16::random_bf16(rng, s.N, s.K);
-    const size_t cells = static_cast<size_t>(s.M * s.N), guard = static_cast<size_t>(s.N + 64);
-    const std::vector<float> nan(cells + guard, std::numeric_limits<float>::quiet_NaN());
-    cuda::DeviceBuffer<uint16_t> da(a), db(b);
-    cuda::DeviceBuffer<float> dc(nan);
-    cp::bf16_gemm(da.data(), db.data(), s.M, s.N, s.K, dc.data());
-    cuda::sync();
-    std::vector<float> c = dc.to_host();
-    CHECK(std::memcmp(c.data() + cells, nan.data() + cells, guard * sizeof(float)) == 0);  // nothing past C
-    c.resize(cells);
-    const test_bf16::Judged j = test_bf16::judge(a, b, c, s.M, s.N, s.K);
-    INFO("worst |c - exact| / bound = " << j.worst);
-    CHECK(j.outside == 0);
-  }
+  for (const GemmShape& s : shapes) check_shape(rng, s, cp::Bf16GemmConfig::tile128x128);
 }
 
 TEST_CASE("07 CUDA: every bf16 GEMM tile configuration is within the same bound, on ragged shapes and edges") {
-  struct Shape {
-    int64_t M, N, K;
-  };
-  const std::vector<Shape> shapes =
-      kTsan ? std::vector<Shape>{{77, 45, 40}}
-            : std::vector<Shape>{{128, 128, 64}, {77, 45, 40},   {130, 140, 8},
-                                 {200, 136, 160}, {300, 270, 200}, {257, 129, 72}};
+  const std::vector<GemmShape> shapes =
+      kTsan ? std::vector<GemmShape>{{77, 45, 40}}
+            : std::vector<GemmShape>{{128, 128, 64}, {77, 45, 40},   {130, 140, 8},
+                                     {200, 136, 160}, {300, 270, 200}, {257, 129, 72}};
   for (int ci = 0; ci < cp::kBf16GemmConfigs; ++ci) {
     const auto config = static_cast<cp::Bf16GemmConfig>(ci);
     const std::string name = cp::bf16_gemm_config_name(config);
     CAPTURE(name);
     Rng rng(4007 + static_cast<uint64_t>(ci));
-    for (const Shape& s : shapes) {
-      CAPTURE(s.M);
-      CAPTURE(s.N);
-      CAPTURE(s.K);
-      const std::vector<uint16_t> a = test_bf16::random_bf16(rng, s.M, s.K),
-                                  b = test_bf16::random_bf16(rng, s.N, s.K);
-      const size_t cells = static_cast<size_t>(s.M * s.N), guard = static_cast<size_t>(s.N + 64);
-      const std::vector<float> nan(cells + guard, std::numeric_limits<float>::quiet_NaN());
-      cuda::DeviceBuffer<uint16_t> da(a), db(b);
-      cuda::DeviceBuffer<float> dc(nan);
-      cp::bf16_gemm(da.data(), db.data(), s.M, s.N, s.K, dc.data(), config);
-      cuda::sync();
-      std::vector<float> c = dc.to_host();
-      CHECK(std::memcmp(c.data() + cells, nan.data() + cells, guard * sizeof(float)) == 0);  // nothing past C
-      c.resize(cells);
-      const test_bf16::Judged j = test_bf16::judge(a, b, c, s.M, s.N, s.K);
-      INFO("worst |c - exact| / bound = " << j.worst);
-      CHECK(j.outside == 0);
-    }
+    for (const GemmShape& s : shapes) check_shape(rng, s, config);
   }
 }
 
